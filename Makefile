@@ -1,0 +1,34 @@
+# Two entry points for a fresh machine with Python 3.11: `make run` and `make test`.
+# Both create .venv (once), install symbnn with its pinned dependencies, then do their job.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= all
+# pip on this project's machines prints a warning per missing local index entry: hide them.
+PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
+
+.PHONY: run test install report clean-results
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip $(PIP_QUIET)
+	# torch first, pinned: the plain name would pull a newer CUDA build of several GB.
+	$(BIN)/pip install -q torch==2.14.1 torchvision==0.29.1 $(PIP_QUIET)
+	$(BIN)/pip install -q -e ".[test]" $(PIP_QUIET)
+	$(BIN)/python -c "import symbnn, torch, zarr, snakemake" 
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES)
+	@echo "Report tables: results/*/report/"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean-results:
+	rm -rf results .snakemake

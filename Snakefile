@@ -1,0 +1,27 @@
+# symbnn workflow: train a target posterior from seeds, then (as stages are added) remove its
+# symmetries, estimate posteriors with approximate methods, compare them and report.
+# The work is done by the `symbnn` library (src/symbnn); rules and scripts stay thin.
+
+from snakemake.utils import min_version, validate
+
+import symbnn.config
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, str(symbnn.config.SCHEMA_PATH))
+symbnn.config.check_semantics(config, "config.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/posterior.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

@@ -1,0 +1,46 @@
+"""`symbnn store info|validate PATH`."""
+
+from __future__ import annotations
+
+import json
+
+from symbnn.store import StoreError, open_store, summary
+
+
+def _info(args) -> int:
+    info = summary(open_store(args.path))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    arch = ", ".join(f"{k}={v}" for k, v in info["architecture"].items())
+    print(f"store        {info['path']}")
+    print(f"kind         {info['kind']}   experiment {info['experiment']}")
+    print(f"architecture {arch}")
+    print(f"samples      {info['n_samples']}   converged {info['converged']}")
+    print(f"parameters   {info['n_parameters']} per sample in {info['n_arrays']} arrays, {info['bytes'] / 2**20:.2f} MiB in all")
+    width = max(len(name) for name in info["shapes"])
+    for name, shape in info["shapes"].items():
+        print(f"  {name:<{width}}  {tuple(shape)}")
+    return 0
+
+
+def _validate(args) -> int:
+    try:
+        open_store(args.path).validate(check_values=True)
+    except StoreError as exc:
+        print(f"INVALID: {exc}")
+        return 1
+    print(f"OK: {args.path}")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("store", help="inspect a weight store")
+    actions = parser.add_subparsers(dest="action", required=True)
+    info = actions.add_parser("info", help="architecture, samples, layers, shapes, bytes, converged count")
+    info.add_argument("path")
+    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    info.set_defaults(handler=_info)
+    validate = actions.add_parser("validate", help="read every chunk; fail on corruption or NaN weights")
+    validate.add_argument("path")
+    validate.set_defaults(handler=_validate)

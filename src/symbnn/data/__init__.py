@@ -1,0 +1,43 @@
+"""Datasets: `load_dataset(name, split, root)` returns an `ImageData` (uint8 images, labels).
+
+Loaders are imported lazily so that a run on the packaged default never imports the code of
+datasets it does not use. Out-of-distribution sets come back in the shape of the
+in-distribution set they pair with (see each loader's options) and are normalised with the
+in-distribution set's statistics by the caller (`id_data.normalize(ood.images)`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from symbnn.data.core import ImageData
+
+# name -> "module:function"; each function takes (split, root, **options) -> ImageData
+_LOADERS = {
+    "digits": "symbnn.data.packaged:load_mnist5k",
+    "natural_patches": "symbnn.data.packaged:load_natural_patches",
+    "mnist": "symbnn.data.torchvision_sets:load_mnist",
+    "fashionmnist": "symbnn.data.torchvision_sets:load_fashionmnist",
+    "cifar100": "symbnn.data.torchvision_sets:load_cifar100",
+    "svhn": "symbnn.data.torchvision_sets:load_svhn",
+    "textures": "symbnn.data.torchvision_sets:load_textures",
+    "tinyimagenet": "symbnn.data.tinyimagenet:load_tinyimagenet",
+}
+
+DATASET_NAMES = tuple(_LOADERS)
+SPLITS = ("train", "test")
+
+
+def load_dataset(name: str, split: str, root: str | Path = "data", **options: Any) -> ImageData:
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
+    if split not in SPLITS:
+        raise ValueError(f"dataset {name!r}: unknown split {split!r} (known: {', '.join(SPLITS)})")
+    module_name, function_name = _LOADERS[name].split(":")
+    loader = getattr(importlib.import_module(module_name), function_name)
+    return loader(split, Path(root), **options)
+
+
+__all__ = ["ImageData", "load_dataset", "DATASET_NAMES", "SPLITS"]

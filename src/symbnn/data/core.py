@@ -1,0 +1,40 @@
+"""The in-memory form every dataset loader returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class ImageData:
+    """Images as uint8 (N, C, H, W), labels as int64 (N,); normalisation is applied per batch
+    by `normalize`, so the whole set stays compact in memory."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.images.dtype != torch.uint8 or self.images.ndim != 4:
+            raise ValueError(f"dataset {self.name!r}: images must be uint8 (N, C, H, W), got {self.images.dtype} {tuple(self.images.shape)}")
+        if self.labels.dtype != torch.int64 or self.labels.shape != (self.images.shape[0],):
+            raise ValueError(f"dataset {self.name!r}: labels must be int64 of shape ({self.images.shape[0]},), got {self.labels.dtype} {tuple(self.labels.shape)}")
+        if len(self.mean) != self.images.shape[1] or len(self.std) != self.images.shape[1]:
+            raise ValueError(f"dataset {self.name!r}: mean/std need one value per channel ({self.images.shape[1]})")
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def normalize(self, images_uint8: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        mean = torch.tensor(self.mean, dtype=dtype, device=images_uint8.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=dtype, device=images_uint8.device).view(1, -1, 1, 1)
+        return (images_uint8.to(dtype) / 255.0 - mean) / std
+
+    def subset(self, indices: torch.Tensor | slice, name: str | None = None) -> ImageData:
+        return ImageData(self.images[indices], self.labels[indices], self.num_classes,
+                         self.mean, self.std, name or self.name)
