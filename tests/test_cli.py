@@ -1,0 +1,30 @@
+import json
+import subprocess
+import sys
+
+from symbnn.cli import main
+
+
+def test_store_info_prints_the_summary(optunet_store, capsys):
+    store, _ = optunet_store(n=4)
+    assert main(["store", "info", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "samples      4   converged 4" in out
+    assert "conv2.weight  (10, 1, 5, 5)" in out
+    assert "355 per sample" in out
+    assert main(["store", "info", "--json", str(store.path)]) == 0
+    assert json.loads(capsys.readouterr().out)["n_parameters"] == 355
+
+
+def test_store_validate_and_missing_store(optunet_store, tmp_path, capsys):
+    store, _ = optunet_store()
+    assert main(["store", "validate", str(store.path)]) == 0
+    assert main(["store", "validate", str(tmp_path / "nope.zarr")]) == 1
+    assert "nope.zarr: not a symbnn store" in capsys.readouterr().out
+
+
+def test_installed_entry_point_runs(optunet_store):
+    store, _ = optunet_store()
+    exe = [sys.executable, "-m", "symbnn.cli", "store", "info", str(store.path)]
+    result = subprocess.run(exe, capture_output=True, text=True, check=True)
+    assert "architecture name=optunet" in result.stdout
