@@ -32,3 +32,5 @@ test: $(STAMP)
 
 clean-results:
 	rm -rf results .snakemake
+
+include dvc.mk

@@ -12,8 +12,16 @@ wildcard_constraints:
     shard="[0-9]+",
 
 
-def experiment_config(wildcards):
-    return EXPERIMENTS[wildcards.experiment]
+def training_config(wildcards):
+    """What determines the trained weights: data, model, recipe and the convergence flag.
+    Only these are rule params, so editing e.g. symmetry settings never retrains."""
+    experiment = EXPERIMENTS[wildcards.experiment]
+    return {
+        "data": experiment["data"],
+        "model": experiment["model"],
+        "recipe": experiment["recipe"],
+        "posterior": {"min_accuracy": experiment["posterior"].get("min_accuracy", 0.5)},
+    }
 
 
 def shard_ids(experiment):
@@ -22,6 +30,10 @@ def shard_ids(experiment):
 
 def compute(wildcards, key, default):
     return EXPERIMENTS[wildcards.experiment].get("compute", {}).get(key, default)
+
+
+def symmetry_setting(wildcards, key, default):
+    return EXPERIMENTS[wildcards.experiment].get("symmetry", {}).get(key, default)
 
 
 def train_partition(wildcards):
@@ -37,5 +49,8 @@ def all_targets():
         targets += [
             f"{RESULTS}/{experiment}/report/posterior_training.md",
             f"{RESULTS}/{experiment}/report/posterior_store.md",
+            f"{RESULTS}/{experiment}/canonical/target.zarr",
+            f"{RESULTS}/{experiment}/report/minmass.png",
+            f"{RESULTS}/{experiment}/report/minmass_summary.md",
         ]
     return targets

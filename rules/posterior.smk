@@ -7,8 +7,8 @@ rule train_shard:
     output:
         store=directory(f"{RESULTS}/{{experiment}}/posterior/shards/{{shard}}.zarr"),
     params:
-        # The whole experiment section: editing the recipe, model or data reruns every shard.
-        experiment=experiment_config,
+        # Editing the recipe, model or data reruns every shard (and all that follows).
+        experiment=training_config,
         seeds=lambda wc: symbnn.config.shard_seeds(EXPERIMENTS[wc.experiment]["posterior"], wc.shard),
         data_root=config.get("data_root", "data"),
         download=config.get("download", False),

@@ -1,7 +1,12 @@
 """Rule train_shard: train one shard of seeds into a shard store."""
 
+import torch
+
 from symbnn.posterior import train_shard
 from symbnn.runlog import log_to
+
+# Use exactly the cores Snakemake granted: oversubscribed BLAS threads slow tiny nets 10x.
+torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     store = train_shard(

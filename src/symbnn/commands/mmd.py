@@ -1,0 +1,146 @@
+"""`symbnn mmd TARGET METHOD_SAMPLES OUT [--canonical] [--pvalue]`.
+
+OUT is a parquet file with one row per layer (columns: `symbnn.mmd.per_layer_schema`); the
+network summary is printed and written beside it as OUT with suffix ``.summary.json``
+(e.g. ``mmd.parquet`` -> ``mmd.summary.json``). Both files are written atomically.
+
+With --canonical the figure is the NS MMD: stores whose attrs say kind == "canonical" are used
+as they are; other stores are canonicalised first (--scale, --key, as `symbnn canonicalize`)
+into hidden folders beside OUT, removed afterwards. For repeated comparisons against one target,
+canonicalise it once with `symbnn canonicalize` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+# symbnn.mmd (torch, numba) is imported in the handlers: every `symbnn` call imports this module.
+from symbnn.store import StoreError, open_store
+
+DEFAULT_MAX_MIB = 64  # symbnn.mmd.DEFAULT_MAX_BYTES
+
+
+def summary_path(out: str | os.PathLike) -> Path:
+    return Path(out).with_suffix(".summary.json")
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _rows(spec: str | None):
+    """'START:STOP' -> slice; None -> all samples."""
+    if spec is None:
+        return None
+    start, sep, stop = spec.partition(":")
+    if not sep:
+        raise ValueError(f"row range {spec!r} is not of the form START:STOP")
+    return slice(int(start) if start else None, int(stop) if stop else None)
+
+
+def _canonicalizer():
+    """`canonicalize_store`, or None where the symmetry package is not available."""
+    try:
+        from symbnn.symmetry.canonical_store import canonicalize_store
+    except ImportError:
+        return None
+    return canonicalize_store
+
+
+def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
+    """Paths of canonical versions of both stores, canonicalising where needed."""
+    from symbnn.mmd.layerwise import CANONICAL_KIND, store_kind
+
+    paths = []
+    for path in (args.target, args.method):
+        kind = store_kind(open_store(path))
+        if kind == CANONICAL_KIND:
+            paths.append(path)
+            continue
+        canonicalize_store = _canonicalizer()
+        if canonicalize_store is None:
+            raise ValueError(
+                f"--canonical: {path} is not a canonical store (attrs kind == {kind!r}, expected "
+                f"{CANONICAL_KIND!r}) and symbnn.symmetry is not available to canonicalise it"
+            )
+        out = Path(args.out)
+        tmp = out.parent / f".{out.name}.canonical-{len(paths)}-{uuid.uuid4().hex[:8]}.zarr"
+        scratch.append(tmp)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        canonicalize_store(path, tmp, scale=args.scale, key=args.key)
+        paths.append(str(tmp))
+    return paths[0], paths[1]
+
+
+def _run(args) -> int:
+    from symbnn.mmd import AggTestConfig, default_layers, layerwise_mmd
+
+    config = AggTestConfig(alpha=args.alpha, b1=args.b1, b2=args.b2, b3=args.b3)
+    scratch: list[Path] = []
+    try:
+        target, method = (args.target, args.method)
+        if args.canonical:
+            target, method = _canonical_inputs(args, scratch)
+        layers = args.layers or (default_layers(open_store(target), by_module=True) if args.by_module else None)
+        per_layer, summary = layerwise_mmd(
+            target, method, layers=layers, target_rows=_rows(args.target_rows),
+            method_rows=_rows(args.method_rows), pvalue=args.pvalue, seed=args.seed,
+            device=args.device, max_bytes=int(args.max_mib * 2**20), config=config,
+            expect_canonical=args.canonical,
+        )
+    except StoreError as exc:
+        print(f"symbnn mmd: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for path in scratch:
+            shutil.rmtree(path, ignore_errors=True)
+    # Name the inputs as given, not the scratch copies canonicalised on the way.
+    summary.update({"target": str(args.target), "method": str(args.method)})
+    if scratch:
+        summary["canonicalised_here"] = {"scale": args.scale, "key": args.key}
+    out = Path(args.out)
+    _atomic_write(out, lambda tmp: per_layer.write_parquet(tmp))
+    text = json.dumps(summary, indent=2)
+    _atomic_write(summary_path(out), lambda tmp: tmp.write_text(text + "\n"))
+    print(text)
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "mmd", help="layer-wise MMD between a target store and a method's sample store",
+        description="Layer-wise MMD between a target store and a method's sample store (SPEC 5).",
+    )
+    parser.add_argument("target", help="target posterior store")
+    parser.add_argument("method", metavar="method_samples", help="the method's sample store")
+    parser.add_argument("out", help="per-layer parquet file; the summary goes to OUT.summary.json")
+    parser.add_argument("--canonical", action="store_true",
+                        help="NS MMD: compare canonical weights (canonicalising if needed)")
+    parser.add_argument("--scale", default="unitnorm", help="scale mode when canonicalising (default: unitnorm)")
+    parser.add_argument("--key", default="max", help="sorting key when canonicalising (default: max)")
+    parser.add_argument("--pvalue", action="store_true", help="also run MMDAgg's aggregated permutation test")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the permutations")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--b1", type=int, default=2000, help="permutations for the quantiles")
+    parser.add_argument("--b2", type=int, default=2000, help="permutations for the level correction")
+    parser.add_argument("--b3", type=int, default=50, help="bisection steps")
+    parser.add_argument("--layers", nargs="+", default=None,
+                        help="state entries to compare (default: float entries but BatchNorm buffers)")
+    parser.add_argument("--by-module", action="store_true", help="pool each module's weight and bias into one layer")
+    parser.add_argument("--target-rows", default=None, metavar="START:STOP", help="subset of target samples")
+    parser.add_argument("--method-rows", default=None, metavar="START:STOP", help="subset of method samples")
+    parser.add_argument("--device", default="auto", help="auto (GPU if present), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--max-mib", type=float, default=DEFAULT_MAX_MIB,
+                        help="read blocks of about this many MiB per store")
+    parser.set_defaults(handler=_run)

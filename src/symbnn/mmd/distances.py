@@ -1,0 +1,165 @@
+"""Pooled L1 and squared-L2 distance matrices of n + m samples, accumulated over column blocks.
+
+Both distances are sums over the parameter axis, so a layer far too large for memory is fed
+block by block (`PooledDistances.add`) and only the (N, N) float64 accumulators persist.
+
+CPU: L1 is a compiled numba kernel over the upper triangle (tiles of row pairs, column panels
+that stay in cache, float32 partial sums per panel added into float64); squared L2 takes the
+Gram route (||x||^2 + ||y||^2 - 2 x.y) with one BLAS syrk per block (half a matmul: only the
+upper triangle). GPU: ``torch.cdist(p=1)`` and a matmul per block, accumulated in float64.
+
+Each block is centred on its own column means before the Gram product: distances do not
+change, but the norms shrink from ||x|| to the spread of the samples, which removes the
+cancellation that float32 otherwise suffers when samples sit close together far from 0.
+
+Precision: float64 blocks are computed in float64 throughout (the exactness tests); other
+blocks (float32 weights) in float32 per block with float64 accumulation across blocks, which
+keeps distances to ~1e-7 relative. Threads: numba follows NUMBA_NUM_THREADS (default: all
+cores), the BLAS its own setting (OPENBLAS_NUM_THREADS for scipy's).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.linalg.blas as blas
+import torch
+
+from symbnn.mmd.threads import threads_for
+
+# A tile pair's column panels (2 x TILE rows x PANEL floats = 256 KiB) stay in L2 while each
+# row panel of the inner loop (2 KiB) stays in L1.
+TILE = 64
+# float32 partial sums over 512 terms keep ~1e-7 relative error before joining float64.
+PANEL = 512
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" is the GPU when one is present, else the CPU."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@numba.njit(fastmath=True, boundscheck=False, cache=True)
+def _l1_pair(x, y, zero):
+    # `zero` carries the accumulator type: float32 sums for float32 rows, float64 for float64.
+    s = zero
+    for k in range(x.shape[0]):
+        s += abs(x[k] - y[k])
+    return s
+
+
+@numba.njit(parallel=True, fastmath=True, boundscheck=False, cache=True)
+def _l1_upper_accumulate(z, out, zero, tile, panel, tile_i, tile_j):
+    """out[i, j] += sum_k |z[i, k] - z[j, k]| for i < j; threads own disjoint tile pairs."""
+    n_rows, n_cols = z.shape
+    for t in numba.prange(tile_i.shape[0]):
+        i0 = tile_i[t] * tile
+        i1 = min(n_rows, i0 + tile)
+        j0 = tile_j[t] * tile
+        j1 = min(n_rows, j0 + tile)
+        for k0 in range(0, n_cols, panel):
+            k1 = min(n_cols, k0 + panel)
+            for i in range(i0, i1):
+                xi = z[i, k0:k1]
+                for j in range(max(j0, i + 1), j1):
+                    out[i, j] += _l1_pair(xi, z[j, k0:k1], zero)
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float64 stays float64 (exact checks); everything else is computed in float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+class PooledDistances:
+    """Accumulates the L1 and squared-L2 distance matrices of ``n_rows`` pooled samples.
+
+    Feed every column block of the pooled (n_rows, d) sample once, in any order and any
+    widths, then call `result`. Memory: two (n_rows, n_rows) float64 matrices plus one block.
+    """
+
+    def __init__(self, n_rows: int, device: str | torch.device = "auto", backend: str | None = None) -> None:
+        self.n_rows = int(n_rows)
+        self.device = resolve_device(device)
+        # "numba" on the CPU, "torch" elsewhere; torch on the CPU exists to test the GPU code.
+        self.backend = backend or ("numba" if self.device.type == "cpu" else "torch")
+        if self.backend not in ("numba", "torch") or (self.backend == "numba" and self.device.type != "cpu"):
+            raise ValueError(f"backend {self.backend!r} cannot run on {self.device}")
+        self.n_columns = 0
+        shape = (self.n_rows, self.n_rows)
+        if self.backend == "numba":
+            self._l1 = np.zeros(shape)
+            self._gram = np.zeros(shape)
+            tiles = -(-self.n_rows // TILE)
+            self._tile_i, self._tile_j = np.triu_indices(tiles)
+        else:
+            self._l1 = torch.zeros(shape, dtype=torch.float64, device=self.device)
+            self._gram = torch.zeros(shape, dtype=torch.float64, device=self.device)
+
+    def add(self, block: np.ndarray) -> None:
+        """Add one column block of shape (n_rows, c) of the pooled sample."""
+        block = self.prepare(block)
+        self.add_l1(block)
+        self.add_l2(block)
+        self.n_columns += block.shape[1]
+
+    def prepare(self, block: np.ndarray) -> np.ndarray | torch.Tensor:
+        """The block as the backend wants it: C-ordered float32/64, on the device."""
+        if block.ndim != 2 or block.shape[0] != self.n_rows:
+            raise ValueError(f"block of shape {block.shape} does not have {self.n_rows} rows")
+        block = np.ascontiguousarray(block, dtype=_compute_dtype(block.dtype))
+        return block if self.backend == "numba" else torch.from_numpy(block).to(self.device)
+
+    def add_l1(self, block: np.ndarray | torch.Tensor) -> None:
+        """L1 part of `add` for a prepared block (separate so that benchmarks can time it)."""
+        if block.shape[1] == 0:
+            return
+        if self.backend == "numba":
+            with threads_for(self.n_rows**2 * block.shape[1] // 2):
+                _l1_upper_accumulate(block, self._l1, block.dtype.type(0), TILE, PANEL,
+                                     self._tile_i, self._tile_j)
+        else:
+            self._l1 += torch.cdist(block, block, p=1).double()
+
+    def add_l2(self, block: np.ndarray | torch.Tensor) -> None:
+        """Squared-L2 (Gram) part of `add` for a prepared block."""
+        if block.shape[1] == 0:
+            return
+        if self.backend == "numba":
+            centred = block - block.mean(axis=0, dtype=np.float64).astype(block.dtype)
+            syrk = blas.dsyrk if block.dtype == np.float64 else blas.ssyrk
+            # centred.T is Fortran-ordered, so BLAS reads it in place; trans=1 gives A A^T.
+            self._gram += syrk(1.0, centred.T, trans=1)
+        else:
+            centred = block - block.mean(dim=0, keepdim=True)
+            self._gram += (centred @ centred.T).double()
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(L1, squared L2) as symmetric float64 tensors on the device, zero diagonal."""
+        l1 = torch.as_tensor(self._l1, device=self.device)
+        gram = torch.as_tensor(self._gram, device=self.device)
+        upper = torch.triu(l1, diagonal=1)
+        d1 = upper + upper.T
+        # Only the upper triangle of the Gram matrix is trusted (syrk writes no other part).
+        gram = torch.triu(gram) + torch.triu(gram, diagonal=1).T
+        norms = gram.diagonal()
+        d2 = (norms[:, None] + norms[None, :] - 2.0 * gram).clamp_min_(0.0)
+        d2.fill_diagonal_(0.0)
+        return d1, d2
+
+
+def pooled_distances(x: np.ndarray, y: np.ndarray, *, chunk_cols: int | None = None,
+                     device: str | torch.device = "auto",
+                     backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L1, squared L2) distance matrices of the pooled sample [x; y] from in-memory arrays
+    of shape (n, d) and (m, d), fed in column blocks of ``chunk_cols`` (all at once if None)."""
+    x = np.asarray(x).reshape(len(x), -1)
+    y = np.asarray(y).reshape(len(y), -1)
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"x has {x.shape[1]} columns, y has {y.shape[1]}")
+    acc = PooledDistances(len(x) + len(y), device, backend)
+    step = x.shape[1] if chunk_cols is None else max(1, int(chunk_cols))
+    for start in range(0, x.shape[1], step):
+        acc.add(np.concatenate([x[:, start:start + step], y[:, start:start + step]]))
+    return acc.result()

@@ -1,0 +1,70 @@
+"""Figures of the report (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on cluster nodes
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+
+def _save(fig, path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        fig.savefig(tmp, dpi=130, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+
+
+def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:
+    """Paper Figure 2 style: the distribution of network masses before and after min-mass
+    scaling, and each layer's largest absolute weight before and after."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
+    before, after = ok["mass_before"].to_numpy(), ok["mass_after"].to_numpy()
+    bins = np.geomspace(max(1e-12, min(before.min(), after.min())), max(before.max(), after.max()), 30)
+    left.hist(before, bins=bins, alpha=0.6, label=f"trained (median {np.median(before):.3g})")
+    left.hist(after, bins=bins, alpha=0.6, label=f"min-mass (median {np.median(after):.3g})")
+    left.set_xscale("log")
+    left.set_xlabel("network mass  sum_l ||W_l||_F^2")
+    left.set_ylabel("networks")
+    left.legend()
+    left.set_title("mass distribution")
+
+    layers = [c.removeprefix("max_abs_before.") for c in ok.columns if c.startswith("max_abs_before.")]
+    x = np.arange(len(layers))
+    left_vals = [ok[f"max_abs_before.{name}"].median() for name in layers]
+    right_vals = [ok[f"max_abs_after.{name}"].median() for name in layers]
+    right.bar(x - 0.2, left_vals, width=0.4, label="trained")
+    right.bar(x + 0.2, right_vals, width=0.4, label="min-mass")
+    right.set_xticks(x, layers, rotation=45, ha="right", fontsize=8)
+    right.set_ylabel("median of max |w|")
+    right.set_title("largest weight per layer")
+    right.legend()
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)
+
+
+def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
+    """One row: mass before/after (median), relative reduction, solver convergence."""
+    ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
+    return pl.DataFrame({
+        "experiment": [experiment],
+        "n_samples": [table.height],
+        "degenerate": [table.height - ok.height],
+        "converged": [int(ok["converged"].sum())],
+        "mass_before_median": [float(ok["mass_before"].median())],
+        "mass_after_median": [float(ok["mass_after"].median())],
+        "reduction_median": [float(((ok["mass_before"] - ok["mass_after"]) / ok["mass_before"]).median())],
+        "max_iterations": [int(ok["iterations"].max())],
+    })

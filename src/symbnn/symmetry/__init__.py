@@ -1,0 +1,24 @@
+"""The symmetry engine: weight-space symmetries as data (tied unit groups), their operators,
+counting, and the canonical form. Min-mass lives in `symbnn.minmass`."""
+
+from symbnn.symmetry.architectures import unit_groups
+from symbnn.symmetry.canonical import Canonical, canonicalize, check_finite
+from symbnn.symmetry.counting import count_symmetries, total_symmetries
+from symbnn.symmetry.operators import (
+    apply_permutations,
+    apply_scales,
+    check_permutations,
+    identity_permutations,
+    invert_permutations,
+    random_permutations,
+    random_scales,
+    shift_softmax,
+)
+from symbnn.symmetry.structure import Axis, ScaleGroup, Symmetry, UnitGroup
+
+__all__ = [
+    "Axis", "ScaleGroup", "Symmetry", "UnitGroup", "unit_groups",
+    "apply_permutations", "apply_scales", "check_permutations", "identity_permutations",
+    "invert_permutations", "random_permutations", "random_scales", "shift_softmax",
+    "Canonical", "canonicalize", "check_finite", "count_symmetries", "total_symmetries",
+]

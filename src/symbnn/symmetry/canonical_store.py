@@ -1,0 +1,45 @@
+"""Canonicalise a whole weight store, block by block, into a store of kind "canonical".
+
+The output keeps every state array (in the input's dtype) and every info array, and adds
+what was applied, so that the original weights can be recovered:
+
+    info/perm.<unit group>    (n, width) int64   canonical unit i = scaled unit perm[i]
+    info/scale.<scale group>  (n, width)         scales applied before permuting
+    info/softmax_shift        (n,)               constant added to the output bias
+
+Attribute ``canonical`` records the options and the source store.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from symbnn.store import StoreWriter, open_store
+from symbnn.symmetry.architectures import unit_groups
+from symbnn.symmetry.canonical import canonicalize
+from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
+
+
+def canonicalize_store(in_path: str | os.PathLike, out_path: str | os.PathLike, scale: str = "unitnorm",
+                       key: str = "max", softmax_shift: bool = True, *, on_dead: str = "raise",
+                       overwrite: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES) -> None:
+    store = open_store(in_path)
+    sym = unit_groups(store.architecture)
+    options = {"scale": scale, "key": key, "softmax_shift": bool(softmax_shift and sym.output_bias is not None),
+               "on_dead": on_dead, "source": os.fspath(in_path)}
+    attrs = {**store.attrs, "canonical": options}
+    with StoreWriter(out_path, attrs, kind="canonical", expected_samples=store.n_samples,
+                     overwrite=overwrite) as writer:
+        for rows, state in iter_state_blocks(store, block_bytes):
+            result = canonicalize(state, sym, scale=scale, key=key, softmax_shift=softmax_shift,
+                                  on_dead=on_dead, sample_offset=rows.start)
+            info = {name: store.info(name, rows) for name in store.info_names}
+            info.update({f"perm.{k}": v.numpy().astype(np.int64) for k, v in result.perms.items()})
+            info.update({f"scale.{k}": v.numpy() for k, v in result.scales.items()})
+            if result.softmax_shift is not None:
+                info["softmax_shift"] = result.softmax_shift.numpy()
+            out = {name: result.state[name].numpy().astype(state[name].numpy().dtype, copy=False)
+                   for name in store.state_names}
+            writer.append(out, info)

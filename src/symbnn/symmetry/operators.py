@@ -1,0 +1,211 @@
+"""Symmetry operators on (stacks of) state dicts: permutations, scales, softmax shift, random draws.
+
+States are ``name -> tensor``; either one network (the model's own shapes) or a stack of
+networks (a leading sample axis, as `Store.state_dicts` returns). Every operator returns a
+new dict; entries no symmetry moves (e.g. ``num_batches_tracked``) are passed through.
+
+Conventions (for a stack of n networks):
+
+* ``perms[group]`` is an int64 tensor (n, width): unit i of the result is unit
+  ``perms[group][:, i]`` of the input.
+* ``scales[scale_group]`` is a positive tensor (n, width), indexed like the input's units:
+  unit i's incoming side is multiplied by s_i, its outgoing side divided (SPEC section 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from symbnn.symmetry.structure import ROLE_POWER, Axis, Symmetry, UnitGroup
+
+State = dict[str, torch.Tensor]
+
+
+def as_stack(state: Mapping[str, torch.Tensor], sym: Symmetry) -> tuple[State, bool]:
+    """(stacked state, was_single): add a sample axis to a single network's state dict."""
+    single = None
+    for name in sym.tensors:
+        if name not in state:
+            raise ValueError(f"state has no entry {name!r} required by the {sym.architecture} symmetry structure")
+        shape, expected = tuple(state[name].shape), sym.shapes[name]
+        this = shape == expected if len(shape) == len(expected) else (
+            False if shape[1:] == expected else None)
+        if this is None:
+            raise ValueError(f"{name}: shape {shape} is neither {expected} nor (n, *{expected})")
+        if single is not None and this != single:
+            raise ValueError("state mixes single-network and stacked entries")
+        single = this
+    if single:
+        return {k: v.unsqueeze(0) for k, v in state.items()}, True
+    return dict(state), False
+
+
+def unstack(state: State, single: bool) -> State:
+    return {k: v.squeeze(0) for k, v in state.items()} if single else state
+
+
+def _along(t: torch.Tensor, axis: int, vector: torch.Tensor) -> torch.Tensor:
+    """Reshape a (n, width) per-unit vector to broadcast along ``axis`` of a stacked tensor."""
+    shape = [t.shape[0]] + [1] * (t.dim() - 1)
+    shape[axis + 1] = vector.shape[1]
+    return vector.reshape(shape)
+
+
+def _permute_axis(t: torch.Tensor, axis: int, perm: torch.Tensor) -> torch.Tensor:
+    """Gather the units of ``axis`` of a stacked tensor by a (n, width) permutation, copying
+    whole slices (take_along_dim would materialise a full-size index)."""
+    rows = torch.arange(t.shape[0], device=t.device)[:, None]
+    return t.movedim(axis + 1, 1)[rows, perm].movedim(1, axis + 1).contiguous()
+
+
+def _block_local_index(a: Axis, rows: int, width: int, device) -> torch.Tensor:
+    """(rows, width/blocks) index of the full input channel seen by each row of a grouped conv."""
+    local = width // a.blocks
+    block_of_row = torch.arange(rows, device=device) // (rows // a.blocks)
+    return block_of_row[:, None] * local + torch.arange(local, device=device)[None, :]
+
+
+def check_permutations(sym: Symmetry, perms: Mapping[str, torch.Tensor]) -> None:
+    """Raise ValueError unless every permutation is a bijection that maps blocks onto blocks,
+    with one block permutation shared by coupled groups."""
+    block_maps: dict[str, torch.Tensor] = {}
+    for g in sym.groups:
+        if g.name not in perms:
+            continue
+        p = perms[g.name]
+        if p.dim() != 2 or p.shape[1] != g.width:
+            raise ValueError(f"perms[{g.name!r}] has shape {tuple(p.shape)}, expected (n, {g.width})")
+        if not torch.equal(p.sort(dim=1).values, torch.arange(g.width, device=p.device).expand_as(p)):
+            raise ValueError(f"perms[{g.name!r}] is not a permutation of range({g.width})")
+        if g.blocks > 1:
+            blocks = (p // g.block_width).reshape(p.shape[0], g.blocks, g.block_width)
+            if not (blocks == blocks[:, :, :1]).all():
+                raise ValueError(f"perms[{g.name!r}] splits a block of {g.block_width} units "
+                                 f"(a grouped convolution forbids it)")
+            block_maps[g.name] = blocks[:, :, 0]
+    for coupling in sym.couplings:
+        if not any(n in perms for n in coupling):
+            continue
+        maps = [block_maps[n] for n in coupling if n in block_maps]
+        if len(maps) != len(coupling):
+            raise ValueError(f"coupled groups {coupling} must be permuted together")
+        if any(not torch.equal(m, maps[0]) for m in maps[1:]):
+            raise ValueError(f"coupled groups {coupling} must move their blocks alike")
+
+
+def apply_permutations(state: Mapping[str, torch.Tensor], sym: Symmetry,
+                       perms: Mapping[str, torch.Tensor], check: bool = True) -> State:
+    """Permute the units of each group in ``perms`` (groups left out stay in place)."""
+    out, single = as_stack(state, sym)
+    perms = {k: (v.unsqueeze(0) if single and v.dim() == 1 else v).to(out[sym.tensors[0]].device)
+             for k, v in perms.items()}
+    if check:
+        check_permutations(sym, perms)
+    return unstack(permute_tensors(out, sym, perms), single)
+
+
+def permute_tensors(out: State, sym: Symmetry, perms: Mapping[str, torch.Tensor]) -> State:
+    """apply_permutations on stacked tensors, without checks, on whichever of the structure's
+    tensors ``out`` holds (the canonical form permutes single key tensors this way)."""
+    out = dict(out)
+    grouped: list[tuple[UnitGroup, Axis]] = []
+    for g in sym.groups:
+        if g.name not in perms:
+            continue
+        for a in g.axes:
+            if a.tensor not in out:
+                continue
+            if a.blocks > 1:
+                grouped.append((g, a))  # needs the rows in their final order first
+                continue
+            out[a.tensor] = _permute_axis(out[a.tensor], a.axis, perms[g.name])
+    for g, a in grouped:
+        # Row o (already permuted) reads the local input channels of its block; with a valid
+        # block-preserving permutation the new local index is perm[block(o) * local + c] % local.
+        t = out[a.tensor]
+        rows, local = t.shape[1], t.shape[2]
+        index = _block_local_index(a, rows, g.width, t.device)
+        new_local = perms[g.name][:, index] % local                  # (n, rows, local)
+        new_local = new_local.reshape(*new_local.shape, *([1] * (t.dim() - 3)))
+        out[a.tensor] = torch.take_along_dim(t, new_local, dim=2)
+    return out
+
+
+def apply_scales(state: Mapping[str, torch.Tensor], sym: Symmetry,
+                 scales: Mapping[str, torch.Tensor]) -> State:
+    """Scale the units of each scale group in ``scales`` (groups left out keep scale 1)."""
+    out, single = as_stack(state, sym)
+    known = {s.name: s for s in sym.scale_groups}
+    for name, s in scales.items():
+        if name not in known:
+            raise ValueError(f"unknown scale group {name!r} (known: {', '.join(known)})")
+        if single and s.dim() == 1:
+            s = s.unsqueeze(0)
+        if not bool((s > 0).all()) or not bool(torch.isfinite(s).all()):
+            raise ValueError(f"scales[{name!r}] must be positive and finite (ReLU commutes only with s > 0)")
+        for a in known[name].axes:
+            t = out[a.tensor]
+            s_t = s.to(device=t.device, dtype=t.dtype)
+            if a.blocks > 1:
+                index = _block_local_index(a, t.shape[1], s_t.shape[1], t.device)
+                factor = s_t[:, index].reshape(t.shape[0], t.shape[1], t.shape[2], *([1] * (t.dim() - 3)))
+            else:
+                factor = _along(t, a.axis, s_t)
+            if a.role == "bn_var":
+                # BatchNorm divides by sqrt(var + eps): scale var + eps, not var, to stay exact.
+                out[a.tensor] = factor**2 * (t + a.eps) - a.eps
+            else:
+                out[a.tensor] = t * factor ** ROLE_POWER[a.role]
+    return unstack(out, single)
+
+
+def shift_softmax(state: Mapping[str, torch.Tensor], sym: Symmetry, total: float = 1.0) -> tuple[State, torch.Tensor]:
+    """Add one constant to every output bias so that they sum to ``total`` (softmax is
+    invariant to it); returns the new state and the (n,) shifts."""
+    out, single = as_stack(state, sym)
+    if sym.output_bias is None:
+        raise ValueError(f"{sym.architecture}: no softmax output bias to shift")
+    b = out[sym.output_bias]
+    shift = (total - b.sum(dim=1)) / b.shape[1]
+    out[sym.output_bias] = b + shift[:, None]
+    return unstack(out, single), (shift[0] if single else shift)
+
+
+def identity_permutations(sym: Symmetry, n: int, device=None) -> dict[str, torch.Tensor]:
+    return {g.name: torch.arange(g.width, device=device).repeat(n, 1) for g in sym.groups}
+
+
+def random_permutations(sym: Symmetry, n: int, generator: torch.Generator | None = None,
+                        device=None) -> dict[str, torch.Tensor]:
+    """n admissible permutation sets drawn uniformly: random within blocks, and one random
+    block permutation per coupling (blocks of uncoupled grouped layers stay in place)."""
+    block_perm: dict[str, torch.Tensor] = {}
+    for coupling in sym.couplings:
+        sigma = torch.rand(n, sym.group(coupling[0]).blocks, generator=generator).argsort(dim=1)
+        for name in coupling:
+            block_perm[name] = sigma
+    perms = {}
+    for g in sym.groups:
+        within = torch.rand(n, g.blocks, g.block_width, generator=generator).argsort(dim=2)
+        sigma = block_perm.get(g.name, torch.arange(g.blocks).repeat(n, 1))
+        perms[g.name] = (sigma[:, :, None] * g.block_width + within).reshape(n, g.width).to(device)
+    return perms
+
+
+def random_scales(sym: Symmetry, n: int, generator: torch.Generator | None = None, spread: float = 1.0,
+                  dtype=torch.float64, device=None) -> dict[str, torch.Tensor]:
+    """n scale sets, log-normal with standard deviation ``spread`` in log space."""
+    return {s.name: torch.exp(spread * torch.randn(n, sym.unit_group_of(s.name).width, generator=generator,
+                                                   dtype=dtype)).to(device)
+            for s in sym.scale_groups}
+
+
+def invert_permutations(perms: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.argsort(dim=-1) for k, v in perms.items()}
+
+
+def log10_factorial(k: int) -> float:
+    return math.lgamma(k + 1) / math.log(10)

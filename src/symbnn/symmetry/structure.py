@@ -1,0 +1,234 @@
+"""A network's symmetry structure as data: tied unit groups (SPEC section 1).
+
+The symmetry operators, the canonical form, the counting and the min-mass solvers never look
+at an architecture; they read one of these descriptions, so a single algorithm serves every
+model (the "permutation spec" idea of Git Re-Basin, extended to scales).
+
+Vocabulary:
+
+* An ``Axis`` is one axis of one state-dict tensor indexed by a group's units, with a
+  ``role`` that says how the tensor moves when a unit is scaled (ROLE_POWER).
+* A ``ScaleGroup`` is one positive scale per unit and the axes it multiplies. A unit group
+  may have several: in a conv -> BatchNorm -> ReLU chain the conv output channel (absorbed by
+  the BatchNorm running statistics, ``absorbed_by_bn``) and the BatchNorm output (carried by
+  gamma/beta, undone by the next layer) scale independently but permute together (D.4.3).
+* A ``UnitGroup`` is a set of units that permute together: every axis in ``axes`` is
+  gathered with the group's permutation. Channels tied by residual sums form one group.
+  ``blocks > 1`` means permutations must map blocks of ``width // blocks`` consecutive units
+  onto blocks (grouped convolutions, D.4.2).
+* A ``coupling`` lists unit groups whose blocks move together: the channels feeding a grouped
+  conv and that conv's output channels. Swapping two blocks of one without the other changes
+  the function; swapping both is a symmetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+# Exponent of the unit's scale applied to each role (bn_var is special: s^2 (var + eps) - eps,
+# exact in eval mode because BatchNorm divides by sqrt(var + eps)).
+ROLE_POWER = {
+    "in": 1,         # rows of a conv/linear weight: the unit's incoming weights
+    "bias": 1,       # the unit's bias
+    "out": -1,       # columns of the next conv/linear weight: the unit's outgoing weights
+    "bn_weight": 1,  # BatchNorm gamma (the incoming weight of a BatchNorm output unit)
+    "bn_bias": 1,    # BatchNorm beta
+    "bn_mean": 1,    # BatchNorm running_mean
+    "bn_var": 2,     # BatchNorm running_var (eps-exact, see above)
+}
+INCOMING_ROLES = ("in", "bn_weight")
+
+
+@dataclass(frozen=True)
+class Axis:
+    tensor: str
+    axis: int            # axis of the unbatched tensor
+    role: str
+    blocks: int = 1      # > 1: an "out" axis of a grouped conv, indexed within the row's block
+    eps: float = 0.0     # BatchNorm eps, for role "bn_var"
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLE_POWER:
+            raise ValueError(f"unknown role {self.role!r} for {self.tensor} (known: {sorted(ROLE_POWER)})")
+        if self.blocks > 1 and (self.role != "out" or self.axis != 1):
+            raise ValueError(f"{self.tensor}: only axis 1 with role 'out' can be block-local")
+
+
+@dataclass(frozen=True)
+class ScaleGroup:
+    name: str
+    axes: tuple[Axis, ...]
+    absorbed_by_bn: bool = False   # conv output channel feeding BatchNorm (no ReLU involved)
+
+    @property
+    def incoming(self) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if a.role in INCOMING_ROLES)
+
+
+@dataclass(frozen=True)
+class UnitGroup:
+    name: str
+    width: int
+    axes: tuple[Axis, ...]
+    scales: tuple[ScaleGroup, ...]
+    key: Axis                    # incoming weight whose rows give the sorting key
+    blocks: int = 1
+
+    @property
+    def block_width(self) -> int:
+        return self.width // self.blocks
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """The whole symmetry structure of one architecture."""
+
+    architecture: dict[str, Any]
+    groups: tuple[UnitGroup, ...]
+    shapes: dict[str, tuple[int, ...]]
+    couplings: tuple[tuple[str, ...], ...] = ()
+    output_bias: str | None = None       # target of the softmax shift; None: no softmax
+    mass_tensors: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def group(self, name: str) -> UnitGroup:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise KeyError(f"no unit group {name!r} (has: {', '.join(g.name for g in self.groups)})")
+
+    @cached_property
+    def scale_groups(self) -> tuple[ScaleGroup, ...]:
+        return tuple(s for g in self.groups for s in g.scales)
+
+    def unit_group_of(self, scale_name: str) -> UnitGroup:
+        for g in self.groups:
+            if any(s.name == scale_name for s in g.scales):
+                return g
+        raise KeyError(f"no scale group {scale_name!r}")
+
+    @cached_property
+    def tensors(self) -> tuple[str, ...]:
+        """State-dict entries that some symmetry moves (others, e.g. num_batches_tracked, never move)."""
+        seen: dict[str, None] = {}
+        for g in self.groups:
+            for a in g.axes:
+                seen[a.tensor] = None
+        if self.output_bias:
+            seen[self.output_bias] = None
+        return tuple(seen)
+
+    def coupling_of(self, group_name: str) -> tuple[str, ...] | None:
+        for c in self.couplings:
+            if group_name in c:
+                return c
+        return None
+
+
+def validate(sym: Symmetry) -> None:
+    """Raise ValueError when a description is inconsistent (sizes, roles, names)."""
+    names = [g.name for g in sym.groups]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate unit-group names in {names}")
+    scale_names = [s.name for s in sym.scale_groups]
+    if len(set(scale_names)) != len(scale_names):
+        raise ValueError(f"duplicate scale-group names in {scale_names}")
+    claimed: dict[tuple[str, int], str] = {}
+    for g in sym.groups:
+        if g.width < 1 or g.blocks < 1 or g.width % g.blocks:
+            raise ValueError(f"group {g.name}: width {g.width} not divisible into {g.blocks} blocks")
+        for a in g.axes:
+            if a.tensor not in sym.shapes:
+                raise ValueError(f"group {g.name}: unknown tensor {a.tensor}")
+            size = sym.shapes[a.tensor][a.axis]
+            expected = g.width // a.blocks
+            if size != expected:
+                raise ValueError(f"group {g.name}: {a.tensor} axis {a.axis} has size {size}, expected {expected}")
+            if a.blocks > 1 and a.blocks != g.blocks:
+                raise ValueError(f"group {g.name}: {a.tensor} has {a.blocks} blocks, the group {g.blocks}")
+            if (a.tensor, a.axis) in claimed:
+                raise ValueError(f"{a.tensor} axis {a.axis} belongs to both {claimed[(a.tensor, a.axis)]} and {g.name}")
+            claimed[(a.tensor, a.axis)] = g.name
+        for s in g.scales:
+            if not set(s.axes) <= set(g.axes):
+                raise ValueError(f"scale group {s.name}: axes outside unit group {g.name}")
+            if not s.incoming:
+                raise ValueError(f"scale group {s.name}: no incoming weights, so no canonical scale")
+        if g.key not in g.axes or g.key.role != "in":
+            raise ValueError(f"group {g.name}: key {g.key} must be one of its 'in' axes")
+    for coupling in sym.couplings:
+        blocks = {sym.group(n).blocks for n in coupling}
+        if len(blocks) != 1 or blocks == {1}:
+            raise ValueError(f"coupling {coupling}: groups must share one block count > 1")
+    for name in sym.mass_tensors:
+        if name not in sym.shapes:
+            raise ValueError(f"mass tensor {name} is not in the state dict")
+    _ = topological_scale_order(sym), topological_group_order(sym)
+
+
+def _toposort(items: list[str], deps: dict[str, set[str]], what: str) -> list[str]:
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: tuple[str, ...]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            raise ValueError(f"cyclic {what} dependencies: {' -> '.join(path + (n,))}")
+        state[n] = 1
+        for d in sorted(deps[n], key=items.index):
+            visit(d, path + (n,))
+        state[n] = 2
+        order.append(n)
+
+    for n in items:
+        visit(n, ())
+    return order
+
+
+def _column_owner(sym: Symmetry) -> dict[str, tuple[str, str]]:
+    """tensor -> (unit group, scale group or '') owning its 'out' (column) axis."""
+    owner: dict[str, tuple[str, str]] = {}
+    for g in sym.groups:
+        for a in g.axes:
+            if a.role == "out":
+                scale = next((s.name for s in g.scales if a in s.axes), "")
+                owner[a.tensor] = (g.name, scale)
+    return owner
+
+
+def topological_scale_order(sym: Symmetry) -> list[ScaleGroup]:
+    """Scale groups ordered so that each one's incoming rows are final (their columns already
+    scaled) when its norm is taken: the input-side order of SPEC section 2."""
+    owner = _column_owner(sym)
+    groups = {s.name: s for s in sym.scale_groups}
+    deps = {n: {owner[a.tensor][1] for a in s.incoming if a.tensor in owner and owner[a.tensor][1]}
+            for n, s in groups.items()}
+    return [groups[n] for n in _toposort(list(groups), deps, "scale-group")]
+
+
+def topological_group_order(sym: Symmetry) -> list[UnitGroup]:
+    """Unit groups ordered so that each one's key rows have final columns when it is sorted;
+    coupled groups follow the coupling's first (input-side) group."""
+    owner = _column_owner(sym)
+    names = [g.name for g in sym.groups]
+    deps: dict[str, set[str]] = {n: set() for n in names}
+    for g in sym.groups:
+        if g.key.tensor in owner:
+            deps[g.name].add(owner[g.key.tensor][0])
+        coupling = sym.coupling_of(g.name)
+        if coupling and coupling[0] != g.name:
+            deps[g.name].add(coupling[0])
+    return [sym.group(n) for n in _toposort(names, deps, "unit-group")]
+
+
+def axes_of(sym: Symmetry, tensor: str) -> Iterable[tuple[UnitGroup, Axis]]:
+    for g in sym.groups:
+        for a in g.axes:
+            if a.tensor == tensor:
+                yield g, a

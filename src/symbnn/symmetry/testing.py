@@ -1,0 +1,62 @@
+"""Random networks and function evaluation for property tests and benchmarks.
+
+Random states keep the model's own initialisation for conv/linear weights (so deep networks
+keep outputs of order one) and draw every BatchNorm tensor at random, so that symmetry tests
+exercise gamma, beta and the running statistics rather than their trivial defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from symbnn.models import build_model
+
+
+def random_state(spec: dict[str, Any], n: int, seed: int = 0, dtype=torch.float64,
+                 bias_std: float = 0.1) -> dict[str, torch.Tensor]:
+    """n random networks of ``spec`` stacked as name -> (n, *shape)."""
+    g = torch.Generator().manual_seed(seed)
+    torch_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        dicts = [build_model(spec).state_dict() for _ in range(n)]
+    finally:
+        torch.random.set_rng_state(torch_state)
+    state = {}
+    for name, first in dicts[0].items():
+        stacked = torch.stack([d[name] for d in dicts])
+        if not stacked.is_floating_point():
+            state[name] = stacked
+            continue
+        shape = stacked.shape
+        if name.endswith("running_var"):
+            stacked = 0.5 + torch.rand(shape, generator=g, dtype=dtype)
+        elif name.endswith("running_mean") or name.endswith(".bias"):
+            stacked = bias_std * torch.randn(shape, generator=g, dtype=dtype)
+        elif first.dim() == 1:  # BatchNorm gamma: either sign, away from zero
+            sign = torch.where(torch.rand(shape, generator=g) < 0.2, -1.0, 1.0).to(dtype)
+            stacked = sign * (0.5 + torch.rand(shape, generator=g, dtype=dtype))
+        state[name] = stacked.to(dtype)
+    return state
+
+
+def outputs(spec_or_model: dict[str, Any] | torch.nn.Module, state: Mapping[str, torch.Tensor],
+            x: torch.Tensor) -> torch.Tensor:
+    """Eval-mode outputs (n, batch, classes) of each network of a stacked state on inputs x."""
+    model = build_model(spec_or_model) if isinstance(spec_or_model, dict) else spec_or_model
+    model = model.to(x.dtype).eval()
+    n = next(iter(state.values())).shape[0]
+    results = []
+    with torch.no_grad():
+        for i in range(n):
+            model.load_state_dict({k: v[i] for k, v in state.items()})
+            results.append(model(x))
+    return torch.stack(results)
+
+
+def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| / max |a|, the function-preservation measure of SPEC section 1."""
+    return float((a - b).abs().max() / a.abs().max().clamp_min(torch.finfo(a.dtype).tiny))

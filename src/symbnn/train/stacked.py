@@ -1,0 +1,50 @@
+"""Forward passes of K stacked copies of one architecture, each on its own batch.
+
+A stacked net turns per-model sample indices (K, B) into inputs (`inputs`) and stacked
+parameters (name -> (K, *shape)) plus those inputs into logits (K, B, classes) (`forward`).
+`VmapNet` does this for any buffer-free module with `torch.func.vmap` over `functional_call`;
+`symbnn.train.optunet_stacked` has a faster, OptuNet-only formulation.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from symbnn.data.core import ImageData
+from symbnn.train.batches import augment_crop_flip
+
+
+class VmapNet:
+    """Generic stacked forward: vmap over the model axis of parameters and inputs."""
+
+    def __init__(self, model: nn.Module, train: ImageData, device: torch.device | str, augment: bool = False) -> None:
+        if any(True for _ in model.buffers()):
+            raise ValueError("VmapNet needs a module without buffers (BatchNorm statistics are per-model state)")
+        # a parameter-free skeleton on the meta device: functional_call supplies the weights
+        self.skeleton = copy.deepcopy(model).to("meta")
+        self.data = train
+        self.augment = augment
+        self.images = train.images.to(device)
+        # normalised once: the per-batch gather then costs one index, not a conversion
+        self.table = None if augment else train.normalize(self.images)
+
+        def one_model(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+            return torch.func.functional_call(self.skeleton, params, (x,))
+
+        self._forward = torch.func.vmap(one_model)
+
+    def bytes_per_model(self, batch_size: int) -> int:
+        """Rough size of one model's step intermediates (inputs and a few activations)."""
+        return 4 * batch_size * self.images[0].numel() * 4
+
+    def inputs(self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None) -> torch.Tensor:
+        if not self.augment:
+            return self.table[idx]
+        crops = [augment_crop_flip(self.images[i], g) for i, g in zip(idx, augment_generators)]
+        return self.data.normalize(torch.stack(crops))
+
+    def forward(self, params: dict[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+        return self._forward(params, inputs)
