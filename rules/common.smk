@@ -16,12 +16,22 @@ def training_config(wildcards):
     """What determines the trained weights: data, model, recipe and the convergence flag.
     Only these are rule params, so editing e.g. symmetry settings never retrains."""
     experiment = EXPERIMENTS[wildcards.experiment]
-    return {
+    return key_sorted({
         "data": experiment["data"],
         "model": experiment["model"],
         "recipe": experiment["recipe"],
         "posterior": {"min_accuracy": experiment["posterior"].get("min_accuracy", 0.5)},
-    }
+    })
+
+
+def key_sorted(value):
+    """Snakemake compares params by their printed form: sort keys so that reordering
+    config.yaml is not mistaken for a change."""
+    if isinstance(value, dict):
+        return {key: key_sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [key_sorted(item) for item in value]
+    return value
 
 
 def shard_ids(experiment):

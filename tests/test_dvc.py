@@ -213,8 +213,6 @@ def test_editing_what_does_not_change_results_reruns_nothing(origin):
         sh(origin, "git", "checkout", "config.yaml")
 
 
-@pytest.mark.xfail(strict=True, reason="train_shard's params hold config.yaml sections as dicts, whose repr "
-                                        "(what Snakemake compares) follows the key order of the file")
 def test_reordering_config_keys_reruns_nothing(origin):
     try:
         config = yaml.safe_load((origin / "config.yaml").read_text())
