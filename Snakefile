@@ -19,6 +19,7 @@ symbnn.config.check_semantics(config, "config.yaml")
 include: "rules/common.smk"
 include: "rules/posterior.smk"
 include: "rules/symmetry.smk"
+include: "rules/mmd.smk"
 include: "rules/report.smk"
 
 

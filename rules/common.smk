@@ -63,4 +63,6 @@ def all_targets():
             f"{RESULTS}/{experiment}/report/minmass.png",
             f"{RESULTS}/{experiment}/report/minmass_summary.md",
         ]
+        if "mmd" in EXPERIMENTS[experiment]:
+            targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
     return targets

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 import yaml
 
@@ -23,6 +24,7 @@ def tiny_config():
     tiny["data"].update(train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
     tiny["recipe"].update(epochs=1, milestones=[])
     tiny["posterior"].update(n_samples=4, shard_size=2, min_accuracy=0.0)
+    tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
     return {**config, "run": ["tiny"], "experiments": {"tiny": tiny}}
 
 
@@ -49,6 +51,9 @@ def test_workflow_builds_the_posterior_and_report(finished_run):
     assert list(store.info("seed")) == [0, 1, 2, 3]
     assert store.attrs["experiment"] == "tiny" and store.attrs["architecture"] == {"name": "optunet"}
     store.validate()
+    summary = pl.read_parquet(results / "mmd" / "deep_ensembles" / "summary.parquet")
+    assert summary["n_target"][0] == 2 and summary["n_members"][0] == 2
+    assert summary["mmd"][0] >= -1 and summary["ns_mmd"][0] >= -1 and summary["mmd"][0] != summary["ns_mmd"][0]
     for name in ("posterior_training.csv", "posterior_training.md", "posterior_store.md", "posterior_samples.csv"):
         assert (results / "report" / name).stat().st_size > 0
     assert "| n_samples" in (results / "report" / "posterior_training.md").read_text().replace(" n_samples", "| n_samples")

@@ -55,6 +55,12 @@ def check_semantics(config: dict[str, Any], source: str = "config") -> None:
                 f"{source}: experiments.{name}.posterior.shard_size ({posterior['shard_size']}) "
                 f"exceeds n_samples ({posterior['n_samples']})"
             )
+        members = experiment.get("mmd", {}).get("de_members")
+        if members is not None and members > posterior["n_samples"] - 2:
+            raise ConfigError(
+                f"{source}: experiments.{name}.mmd.de_members ({members}) must leave at least 2 of "
+                f"the {posterior['n_samples']} target networks"
+            )
         milestones = experiment["recipe"].get("milestones", [])
         if sorted(milestones) != list(milestones):
             raise ConfigError(f"{source}: experiments.{name}.recipe.milestones must be increasing: {milestones}")

@@ -1,0 +1,29 @@
+# Layer-wise MMD against the target posterior. For now the Deep Ensembles check: converged
+# target checkpoints set aside as the ensemble, compared with the disjoint rest.
+
+
+rule mmd_deep_ensembles:
+    message:
+        "Layer-wise MMD of a Deep Ensemble of {wildcards.experiment} checkpoints vs the rest"
+    input:
+        target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
+    output:
+        per_layer=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/per_layer.parquet",
+        summary=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/summary.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/mmd_deep_ensembles.md",
+    params:
+        mmd=lambda wc: EXPERIMENTS[wc.experiment]["mmd"],
+        device=config.get("device", "auto"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/mmd_deep_ensembles.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/mmd_deep_ensembles.tsv"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/mmd_deep_ensembles.py"
