@@ -27,3 +27,13 @@ def optunet_store(tmp_path):
                 "data": {"train": "digits"}, "min_accuracy": 0.5}
         return write_store(tmp_path / name, state, info, {**base, **(attrs or {})}), state
     return make
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Small tensors: one torch thread is as fast and immune to a busy CI machine's other
+    processes (the setting is restored afterwards)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -17,13 +17,7 @@ from symbnn.symmetry.mass import mass_problem
 from symbnn.symmetry.testing import outputs, random_state, relative_difference
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors: one torch thread is faster on the shared CI CPU (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CASES = {
     "mlp221": ({"name": "mlp", "widths": [2, 2, 1]}, (2,), 6),

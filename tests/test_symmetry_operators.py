@@ -22,13 +22,7 @@ from symbnn.symmetry.testing import outputs, random_state, relative_difference
 
 # (spec, input shape of one example, networks per draw): ResNet-18 in float64 on 8x8 inputs.
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors: one torch thread is faster on the shared CI CPU (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CASES = {
     "mlp221": ({"name": "mlp", "widths": [2, 2, 1]}, (2,), 16),

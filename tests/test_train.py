@@ -22,13 +22,7 @@ from symbnn.train.seeding import build_seeded_model, init_parameters, seed_gener
 from symbnn.train.sgd import StackedSGD
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # small problems: one thread is as fast and immune to a busy machine's other processes
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def stripes(n: int, seed: int, classes: int = 4, size: int = 28, channels: int = 1) -> ImageData:
