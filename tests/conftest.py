@@ -1,6 +1,10 @@
+import copy
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from symbnn.models import build_model
 from symbnn.store import write_store
@@ -37,3 +41,20 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def repo_config():
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def tiny_experiment(n_samples, shard_size=2):
+    """The default experiment cut down to seconds: few images, one epoch, every network kept."""
+    tiny = copy.deepcopy(repo_config()["experiments"]["default"])
+    tiny["data"].update(train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
+    tiny["recipe"].update(epochs=1, milestones=[])
+    tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size, min_accuracy=0.0)
+    tiny.pop("mmd", None)
+    return tiny

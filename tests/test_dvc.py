@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import repo_config, tiny_experiment
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 pytestmark = pytest.mark.slow
@@ -38,15 +40,10 @@ EXPERIMENTS = ("tiny-a", "tiny-b")
 
 
 def tiny_config():
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    tiny = copy.deepcopy(config["experiments"]["default"])
-    tiny["data"].update(train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
-    tiny["recipe"].update(epochs=1, milestones=[])
-    tiny["posterior"].update(n_samples=2, shard_size=2, min_accuracy=0.0)
-    tiny.pop("mmd", None)  # two networks are too few for the Deep Ensembles check
+    tiny = tiny_experiment(n_samples=2)  # too few networks for the Deep Ensembles check
     other = copy.deepcopy(tiny)
     other["recipe"]["lr"] = 0.02
-    return {**config, "run": list(EXPERIMENTS), "experiments": {"tiny-a": tiny, "tiny-b": other}}
+    return {**repo_config(), "run": list(EXPERIMENTS), "experiments": {"tiny-a": tiny, "tiny-b": other}}
 
 
 def sh(cwd, *cmd, check=True, env=None):

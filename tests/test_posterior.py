@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from symbnn.posterior import gather_shards
-from symbnn.store import StoreError, open_store
+from symbnn.posterior import gather_shards, load_in_distribution, load_out_of_distribution
+from symbnn.store import StoreError
 
 
 def test_gather_concatenates_shards_in_order(optunet_store, tmp_path):
@@ -30,3 +30,14 @@ def test_gather_rejects_shards_of_another_recipe(optunet_store, tmp_path):
     b, _ = optunet_store("b.zarr", n=2, first_seed=2, attrs={"recipe": {"epochs": 2}})
     with pytest.raises(StoreError, match="b.zarr: attribute 'recipe' differs"):
         gather_shards([a.path, b.path], tmp_path / "target.zarr")
+
+
+def test_ood_set_must_match_the_in_distribution_shape():
+    data = {"train": "digits", "ood": "natural_patches", "ood_options": {"n": 20, "size": 28, "channels": 1},
+            "train_limit": 100, "test_limit": 50}
+    train, test = load_in_distribution(data, "data")
+    assert (len(train), len(test)) == (100, 50)
+    assert load_out_of_distribution(data, "data", like=test).images.shape == (20, 1, 28, 28)
+    data["ood_options"]["size"] = 32
+    with pytest.raises(ValueError, match="data.ood: 'natural_patches' images have shape"):
+        load_out_of_distribution(data, "data", like=test)

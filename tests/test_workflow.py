@@ -1,6 +1,5 @@
 """The workflow end to end on a tiny configuration, as `snakemake` subprocesses."""
 
-import copy
 import shutil
 import subprocess
 import sys
@@ -13,19 +12,17 @@ import yaml
 
 from symbnn.store import open_store
 
+from conftest import repo_config, tiny_experiment
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 pytestmark = pytest.mark.slow
 
 
 def tiny_config():
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    tiny = copy.deepcopy(config["experiments"]["default"])
-    tiny["data"].update(train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
-    tiny["recipe"].update(epochs=1, milestones=[])
-    tiny["posterior"].update(n_samples=4, shard_size=2, min_accuracy=0.0)
+    tiny = tiny_experiment(n_samples=4)
     tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
-    return {**config, "run": ["tiny"], "experiments": {"tiny": tiny}}
+    return {**repo_config(), "run": ["tiny"], "experiments": {"tiny": tiny}}
 
 
 def snakemake(workdir, *args, check=True):

@@ -10,6 +10,7 @@ import sys
 
 import symbnn
 import symbnn.commands
+from symbnn.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, FileNotFoundError, OSError) as exc:
+    except (StoreError, ValueError, OSError) as exc:
         print(f"symbnn {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

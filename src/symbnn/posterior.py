@@ -30,24 +30,31 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def load_experiment_data(data_cfg: dict[str, Any], data_root: str | os.PathLike,
-                         download: bool = False) -> tuple[ImageData, ImageData, ImageData]:
-    """(train, test, ood) for an experiment's `data` section."""
+def load_in_distribution(data_cfg: dict[str, Any], data_root: str | os.PathLike,
+                         download: bool = False) -> tuple[ImageData, ImageData]:
+    """(train, test) of an experiment's `data` section, cut to train_limit / test_limit."""
     options = {"download": True} if download else {}
     train = load_dataset(data_cfg["train"], "train", data_root, **options)
     test = load_dataset(data_cfg["train"], "test", data_root, **options)
-    ood = load_dataset(data_cfg["ood"], "test", data_root, **options, **data_cfg.get("ood_options", {}))
     if "train_limit" in data_cfg:
         train = train.subset(slice(0, data_cfg["train_limit"]))
     if "test_limit" in data_cfg:
         test = test.subset(slice(0, data_cfg["test_limit"]))
-    if ood.images.shape[1:] != test.images.shape[1:]:
+    return train, test
+
+
+def load_out_of_distribution(data_cfg: dict[str, Any], data_root: str | os.PathLike, like: ImageData,
+                             download: bool = False) -> ImageData:
+    """The OOD set of an experiment's `data` section; its images must match ``like``'s shape."""
+    options = {"download": True} if download else {}
+    ood = load_dataset(data_cfg["ood"], "test", data_root, **options, **data_cfg.get("ood_options", {}))
+    if ood.images.shape[1:] != like.images.shape[1:]:
         raise ValueError(
             f"data.ood: {data_cfg['ood']!r} images have shape {tuple(ood.images.shape[1:])}, "
-            f"the in-distribution set {data_cfg['train']!r} has {tuple(test.images.shape[1:])}; "
+            f"the in-distribution set {data_cfg['train']!r} has {tuple(like.images.shape[1:])}; "
             "set data.ood_options (size, channels) to match"
         )
-    return train, test, ood
+    return ood
 
 
 def train_shard(out_path: str | os.PathLike, experiment: str, experiment_cfg: dict[str, Any],
@@ -56,7 +63,7 @@ def train_shard(out_path: str | os.PathLike, experiment: str, experiment_cfg: di
     """Train the networks of ``seeds`` at once and write them as one shard store."""
     from symbnn.train import Recipe, train_seeds
 
-    train, test, _ = load_experiment_data(experiment_cfg["data"], data_root, download)
+    train, test = load_in_distribution(experiment_cfg["data"], data_root, download)
     recipe = Recipe.from_dict(experiment_cfg["recipe"])
     result = train_seeds(experiment_cfg["model"], recipe, train, test, list(seeds),
                          device=resolve_device(device), batched=True, progress=progress)

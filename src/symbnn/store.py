@@ -315,11 +315,10 @@ class Store:
         return {name: torch.from_numpy(self.read(name, rows)) for name in self.state_names}
 
     def nbytes(self) -> int:
-        return sum(
-            math.prod(self._array(section, name).shape) * self._array(section, name).dtype.itemsize
-            for section, names in (("state", self.state_names), ("info", self.info_names))
-            for name in names
-        )
+        arrays = [self._array(section, name)
+                  for section, names in (("state", self.state_names), ("info", self.info_names))
+                  for name in names]
+        return sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays)
 
     def validate(self, check_values: bool = True) -> None:
         """Raise StoreError naming the array at fault if the store is inconsistent; with

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-
 from symbnn.symmetry.canonical import KEYS, SCALE_MODES
 
 
 def _run(args) -> int:
-    from symbnn.store import StoreError
     from symbnn.symmetry.canonical_store import canonicalize_store
 
-    try:
-        canonicalize_store(args.input, args.output, scale=args.scale, key=args.key,
-                           softmax_shift=not args.no_softmax_shift, on_dead=args.on_dead,
-                           overwrite=args.overwrite)
-    except StoreError as exc:
-        print(f"symbnn canonicalize: error: {exc}", file=sys.stderr)
-        return 2
+    canonicalize_store(args.input, args.output, scale=args.scale, key=args.key,
+                       softmax_shift=not args.no_softmax_shift, on_dead=args.on_dead,
+                       overwrite=args.overwrite)
     print(f"canonical store written: {args.output}")
     return 0
 

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 
 def _run(args) -> int:
     from symbnn.minmass import minmass_table
     from symbnn.report.tables import write_table
-    from symbnn.store import StoreError
 
-    try:
-        table = minmass_table(args.input, solver=args.solver, tol=args.tol, device=args.device,
-                              on_degenerate=args.on_degenerate)
-    except StoreError as exc:
-        print(f"symbnn minmass: error: {exc}", file=sys.stderr)
-        return 2
+    table = minmass_table(args.input, solver=args.solver, tol=args.tol, device=args.device,
+                          on_degenerate=args.on_degenerate)
     write_table(table, args.output)
     ratio = (table["mass_after"] / table["mass_before"]).median()
     print(f"{table.height} samples, {int(table['converged'].sum())} converged, "

@@ -15,28 +15,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import uuid
 from pathlib import Path
 
 # symbnn.mmd (torch, numba) is imported in the handlers: every `symbnn` call imports this module.
-from symbnn.store import StoreError, open_store
+from symbnn.atomic import atomic_write
+from symbnn.store import open_store
 
 DEFAULT_MAX_MIB = 64  # symbnn.mmd.DEFAULT_MAX_BYTES
 
 
 def summary_path(out: str | os.PathLike) -> Path:
     return Path(out).with_suffix(".summary.json")
-
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _rows(spec: str | None):
@@ -99,9 +89,6 @@ def _run(args) -> int:
             device=args.device, max_bytes=int(args.max_mib * 2**20), config=config,
             expect_canonical=args.canonical,
         )
-    except StoreError as exc:
-        print(f"symbnn mmd: error: {exc}", file=sys.stderr)
-        return 2
     finally:
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True)
@@ -110,9 +97,9 @@ def _run(args) -> int:
     if scratch:
         summary["canonicalised_here"] = {"scale": args.scale, "key": args.key}
     out = Path(args.out)
-    _atomic_write(out, lambda tmp: per_layer.write_parquet(tmp))
+    atomic_write(out, lambda tmp: per_layer.write_parquet(tmp))
     text = json.dumps(summary, indent=2)
-    _atomic_write(summary_path(out), lambda tmp: tmp.write_text(text + "\n"))
+    atomic_write(summary_path(out), lambda tmp: tmp.write_text(text + "\n"))
     print(text)
     return 0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import matplotlib
 
@@ -12,17 +11,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from symbnn.atomic import atomic_write  # noqa: E402
+
 
 def _save(fig, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
     try:
-        fig.savefig(tmp, dpi=130, bbox_inches="tight")
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, bbox_inches="tight"))
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
 
 
 def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:

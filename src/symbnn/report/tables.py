@@ -7,6 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
+from symbnn.atomic import atomic_write
+
 
 def to_markdown(frame: pl.DataFrame, float_precision: int = 4) -> str:
     with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
@@ -15,24 +17,14 @@ def to_markdown(frame: pl.DataFrame, float_precision: int = 4) -> str:
         return str(frame) + "\n"
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_table(frame: pl.DataFrame, path: str | os.PathLike) -> None:
     """Write ``frame`` in the format the suffix names: .csv, .md or .parquet."""
     path = Path(path)
     if path.suffix == ".csv":
-        _atomic_write(path, frame.write_csv)
+        atomic_write(path, frame.write_csv)
     elif path.suffix == ".parquet":
-        _atomic_write(path, frame.write_parquet)
+        atomic_write(path, frame.write_parquet)
     elif path.suffix == ".md":
-        _atomic_write(path, lambda tmp: tmp.write_text(to_markdown(frame)))
+        atomic_write(path, lambda tmp: tmp.write_text(to_markdown(frame)))
     else:
         raise ValueError(f"{path}: unknown table format {path.suffix!r} (use .csv, .md or .parquet)")
