@@ -7,6 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
+REPORT ?= results/report.html
 # pip on this project's machines prints a warning per missing local index entry: hide them.
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
@@ -25,7 +26,12 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
-	@echo "Report tables: results/*/report/"
+	$(MAKE) --no-print-directory report
+
+# Snakemake's self-contained HTML report: tables, figures and a description of every rule.
+report: $(STAMP)
+	$(BIN)/snakemake --report $(REPORT) 2>&1 | { grep -v "^Using workflow specific profile" || true; }
+	@echo "Report: $(REPORT) (open it in a browser, e.g. xdg-open $(REPORT)); tables: results/*/report/"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

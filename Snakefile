@@ -12,6 +12,9 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 validate(config, str(symbnn.config.SCHEMA_PATH))
 symbnn.config.check_semantics(config, "config.yaml")
 
@@ -19,6 +22,7 @@ symbnn.config.check_semantics(config, "config.yaml")
 include: "rules/common.smk"
 include: "rules/posterior.smk"
 include: "rules/symmetry.smk"
+include: "rules/methods.smk"
 include: "rules/mmd.smk"
 include: "rules/report.smk"
 

@@ -15,9 +15,9 @@
 # Overridable, so that `make -f dvc.mk` works without the Makefile (the tests use it).
 DVC_PY ?= $(or $(BIN),.venv/bin)/python
 DVC_STAMP ?= $(or $(STAMP),.venv/.installed)
-# The folders of an experiment's results that hold checkpoints (weight stores); add the
-# method and canonical store folders here when those stages land.
-CHECKPOINTS ?= posterior
+# The folders of an experiment's results that hold checkpoints (weight stores): the target
+# posterior, the pool of modes, the methods' samples (and predictions), canonical forms.
+CHECKPOINTS ?= posterior modes methods canonical
 DVC_RESULTS ?= $(shell $(DVC_PY) -c 'import yaml; print(yaml.safe_load(open("config.yaml")).get("results", "results"))')
 
 DVC = $(DVC_PY) -m dvc

@@ -1,6 +1,8 @@
 # Shared helpers: where outputs live, which shards an experiment has, resources from config.
 
 import symbnn.config
+import symbnn.methods.registry
+import symbnn.methods.sampling
 
 RESULTS = config.get("results", "results")
 RUN = config["run"]
@@ -65,4 +67,48 @@ def all_targets():
         ]
         if "mmd" in EXPERIMENTS[experiment]:
             targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
+        if method_variants(experiment):
+            targets.append(f"{RESULTS}/{experiment}/report/table1.md")
     return targets
+
+
+wildcard_constraints:
+    method="|".join(symbnn.methods.registry.METHOD_NAMES),
+    variant="single|multi",
+    block="[0-9]+",
+
+
+def methods_of(experiment):
+    return EXPERIMENTS[experiment].get("methods", {})
+
+
+def pool_section(experiment):
+    """The pool as a posterior-like section, so it shards like the target posterior."""
+    methods = methods_of(experiment)
+    return {
+        "n_samples": methods["pool"],
+        "shard_size": min(methods["pool"], EXPERIMENTS[experiment]["posterior"]["shard_size"]),
+        "first_seed": methods.get("first_seed", 1_000_000),
+    }
+
+
+def method_params(wildcards):
+    """What one method's samples depend on besides the pool: its settings and the counts."""
+    methods = methods_of(wildcards.experiment)
+    return key_sorted({
+        "settings": symbnn.methods.registry.settings_of(wildcards.method, methods),
+        "shares": symbnn.methods.registry.mode_shares(wildcards.method, wildcards.variant, methods),
+        "seed": methods.get("seed", 0),
+    })
+
+
+def sample_blocks(wildcards):
+    methods = methods_of(wildcards.experiment)
+    blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, wildcards.variant, methods)
+    return [f"{b:03d}" for b in range(len(blocks))]
+
+
+def method_variants(experiment):
+    """(method, variant) pairs an experiment's `methods` section turns on."""
+    registry = symbnn.methods.registry
+    return [(m, v) for m in registry.configured_methods(methods_of(experiment)) for v in registry.variants(m)]

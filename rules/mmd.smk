@@ -27,3 +27,33 @@ rule mmd_deep_ensembles:
         "../envs/symbnn.yaml"
     script:
         "../workflow_scripts/mmd_deep_ensembles.py"
+
+
+rule mmd_method:
+    message:
+        "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} target posterior"
+    input:
+        target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        target_canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
+        samples=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
+        samples_canonical=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/canonical.zarr",
+    output:
+        per_layer=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/per_layer.parquet",
+        summary=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/summary.parquet",
+    params:
+        # only the test settings: the Deep Ensembles check's member count is not one of them
+        pvalue=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("pvalue", False),
+        seed=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("seed", 0),
+        device=config.get("device", "auto"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/mmd/{{method}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/mmd/{{method}}/{{variant}}.tsv"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/mmd_method.py"

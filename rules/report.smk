@@ -24,3 +24,74 @@ rule posterior_tables:
         "../envs/symbnn.yaml"
     script:
         "../workflow_scripts/posterior_tables.py"
+
+
+rule metrics:
+    message:
+        "Uncertainty metrics of the {wildcards.method} ({wildcards.variant}-mode) predictions of {wildcards.experiment}"
+    input:
+        predictions=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/predictions.zarr",
+    output:
+        row=f"{RESULTS}/{{experiment}}/metrics/{{method}}/{{variant}}.parquet",
+    params:
+        score=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("ood_score", "msp"),
+        bins=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("bins", 15),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/metrics/{{method}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/metrics/{{method}}/{{variant}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/metrics.py"
+
+
+rule method_tables:
+    message:
+        "Tables 1 and 2 of {wildcards.experiment}: MMD, NS MMD and uncertainty metrics per method"
+    input:
+        mmd=lambda wc: [f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/summary.parquet" for m, v in method_variants(wc.experiment)],
+        metrics=lambda wc: [f"{RESULTS}/{wc.experiment}/metrics/{m}/{v}.parquet" for m, v in method_variants(wc.experiment)],
+    output:
+        **{
+            f"{name}_{suffix}": f"{RESULTS}/{{experiment}}/report/{name}.{suffix}"
+            for name in ("table1", "table2", "findings")
+            for suffix in ("parquet", "csv", "md", "tex")
+        },
+        table1_html=report(
+            f"{RESULTS}/{{experiment}}/report/table1.html",
+            caption="../report/table1.rst",
+            category="Methods",
+            subcategory="{experiment}",
+            labels={"table": "1: MMD and uncertainty", "experiment": "{experiment}"},
+        ),
+        table2_html=report(
+            f"{RESULTS}/{{experiment}}/report/table2.html",
+            caption="../report/table2.rst",
+            category="Methods",
+            subcategory="{experiment}",
+            labels={"table": "2: MMD statistics", "experiment": "{experiment}"},
+        ),
+        findings_html=report(
+            f"{RESULTS}/{{experiment}}/report/findings.html",
+            caption="../report/findings.rst",
+            category="Findings",
+            subcategory="{experiment}",
+            labels={"table": "findings", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/method_tables.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/method_tables.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/method_tables.py"

@@ -73,3 +73,16 @@ rule minmass_report:
         "../envs/symbnn.yaml"
     script:
         "../workflow_scripts/minmass_report.py"
+
+
+use rule canonicalize as canonicalize_samples with:
+    message:
+        "Removing the weight-space symmetries of the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"
+    input:
+        store=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/canonical.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/canonicalize/{{method}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/canonicalize/{{method}}/{{variant}}.tsv"

@@ -58,3 +58,33 @@ def tiny_experiment(n_samples, shard_size=2):
     tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size, min_accuracy=0.0)
     tiny.pop("mmd", None)
     return tiny
+
+
+def assert_sample_contract(samples, reference, count):
+    """A sampler's output: the model's state-dict names in order, `count` finite CPU samples of
+    each tensor's shape and dtype."""
+    assert list(samples) == list(reference)
+    for name, tensor in reference.items():
+        assert samples[name].shape == (count, *tensor.shape) and samples[name].dtype == tensor.dtype
+        assert samples[name].device.type == "cpu" and torch.isfinite(samples[name]).all()
+
+
+@pytest.fixture(scope="module")
+def tiny_problem():
+    """OptuNet on 256 packaged digits with a 2-epoch recipe: seconds per sampler call."""
+    from symbnn.data import load_dataset
+    from symbnn.methods.base import Problem
+    from symbnn.train.recipe import Recipe
+
+    train = load_dataset("digits", "train", "data").subset(slice(0, 256))
+    recipe = Recipe(epochs=2, batch_size=64, lr=0.04, momentum=0.9, weight_decay=2e-4, milestones=(1,), gamma=0.5)
+    return Problem({"name": "optunet"}, recipe, train)
+
+
+@pytest.fixture(scope="module")
+def tiny_mode():
+    """A mode to start from: seed 3's initial OptuNet weights."""
+    from symbnn.methods.base import Mode
+    from symbnn.train.seeding import build_seeded_model
+
+    return Mode(3, {k: v.clone() for k, v in build_seeded_model({"name": "optunet"}, 3).state_dict().items()})

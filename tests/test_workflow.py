@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 import yaml
 
+from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 
 from conftest import repo_config, tiny_experiment
@@ -19,9 +20,19 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snake
 pytestmark = pytest.mark.slow
 
 
-def tiny_config():
+# Every method, cut down to seconds: 2 samples per variant, 2 modes, a pool of 2 networks.
+TINY_METHODS = {
+    "n_samples": 2, "modes": 2, "pool": 2, "first_seed": 1000,
+    "dropout": {"rate": 0.2}, "bnn": {"elbo_samples": 1}, "sghmc": {"burn_in_epochs": 0, "thinning_steps": 2},
+    "swag": {"epochs": 1, "snapshots": 2, "rank": 1}, "laplace": {"prior_precision": 1.0}, "de": {},
+}
+
+
+def tiny_config(methods=True):
     tiny = tiny_experiment(n_samples=4)
     tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
+    if methods:
+        tiny["methods"] = TINY_METHODS
     return {**repo_config(), "run": ["tiny"], "experiments": {"tiny": tiny}}
 
 
@@ -85,6 +96,58 @@ def test_rerunning_one_shard_keeps_the_others(finished_run, tmp_path):
     assert np.array_equal(again, open_store(finished_run / "results/tiny/posterior/shards/001.zarr").read("conv1.weight"))
 
 
+def test_every_method_samples_predicts_and_is_tabulated(finished_run):
+    results = finished_run / "results" / "tiny"
+    pairs = [(m, v) for m in ("dropout", "bnn", "sghmc", "swag", "laplace") for v in ("single", "multi")]
+    pairs.append(("de", "multi"))
+    target = open_store(results / "posterior" / "target.zarr")
+    for method, variant in pairs:
+        folder = results / "methods" / method / variant
+        samples = open_store(folder / "samples.zarr")
+        samples.validate()
+        assert samples.n_samples == 2 and samples.state_names == target.state_names
+        assert samples.attrs["method"] == method and samples.attrs["variant"] == variant
+        modes = sorted(set(samples.info("mode_index")))
+        assert modes == ([0] if variant == "single" else [0, 1]), (method, variant)
+        predictions = open_predictions(folder / "predictions.zarr")
+        assert predictions.read("test").shape == (2, 200, 10) and predictions.read("ood").shape == (2, 50, 10)
+        assert (results / "mmd" / method / variant / "summary.parquet").exists()
+    table1 = pl.read_parquet(results / "report" / "table1.parquet")
+    assert table1.height == len(pairs)
+    assert table1.columns == ["group", "method", "MMD", "NS MMD", "Acc", "ECE", "Brier", "AUPR", "FPR95",
+                              "IDMI", "OODMI"]
+    assert table1.filter(pl.col("group") == "one mode").height == 5
+    assert table1.null_count().sum_horizontal()[0] == 0
+    assert "\\toprule" in (results / "report" / "table1.tex").read_text()
+    assert pl.read_parquet(results / "report" / "table2.parquet").height == len(pairs)
+
+
+def planned_outputs(workdir):
+    """(rule, output) of every output Snakemake plans to (re)create, from `--summary`."""
+    rows = [line.split("\t") for line in snakemake(workdir, "--summary").stdout.splitlines()]
+    header = rows[0]
+    rule, plan = header.index("rule"), header.index("plan")
+    return {(row[rule], row[0]) for row in rows[1:] if len(row) == len(header) and row[plan] == "update pending"}
+
+
+def test_editing_one_method_reruns_only_its_chain(finished_run, tmp_path):
+    workdir = tmp_path / "copy"
+    shutil.copytree(finished_run, workdir, symlinks=True)
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["experiments"]["tiny"]["methods"]["dropout"]["rate"] = 0.3
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    planned = planned_outputs(workdir)
+    chain = {(rule, path) for rule, path in planned if "/dropout/" in path}
+    rest = planned - chain
+    assert {rule for rule, _ in chain} == {"sample", "gather_samples", "predict", "canonicalize_samples",
+                                            "mmd_method", "metrics"}
+    for variant in ("single", "multi"):
+        assert ("predict", f"results/tiny/methods/dropout/{variant}/predictions.zarr") in chain
+        assert ("mmd_method", f"results/tiny/mmd/dropout/{variant}/summary.parquet") in chain
+    # outside the dropout chain only the tables that include it
+    assert {rule for rule, _ in rest} == {"method_tables"}
+
+
 def test_bad_config_stops_before_any_job(tmp_path):
     config = tiny_config()
     config["experiments"]["tiny"]["recipe"]["learning_rate"] = 0.1
@@ -106,7 +169,7 @@ def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
     import signal
     import time
 
-    config = tiny_config()
+    config = tiny_config(methods=False)
     config["experiments"]["tiny"]["recipe"]["epochs"] = 2
     config["experiments"]["tiny"]["data"]["train_limit"] = 1000
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))

@@ -89,14 +89,16 @@ def train_shard(out_path: str | os.PathLike, experiment: str, experiment_cfg: di
     return open_store(out_path)
 
 
-def gather_shards(shard_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike) -> Store:
-    """Assemble shard stores into one posterior store, in the order given, streaming by chunks."""
+def gather_shards(shard_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike,
+                  shared_attrs: Sequence[str] = SHARED_ATTRS) -> Store:
+    """Assemble shard stores into one store, in the order given, streaming by chunks; the
+    `shared_attrs` must agree between shards and are copied to the result."""
     if not shard_paths:
         raise StoreError(f"{out_path}: no shards to gather")
     shards = [open_store(path) for path in shard_paths]
     first = shards[0]
     for shard in shards[1:]:
-        for key in SHARED_ATTRS:
+        for key in shared_attrs:
             if shard.attrs.get(key) != first.attrs.get(key):
                 raise StoreError(
                     f"{shard.path}: attribute {key!r} differs from {first.path} "
@@ -105,10 +107,11 @@ def gather_shards(shard_paths: Sequence[str | os.PathLike], out_path: str | os.P
                 )
         if shard.state_names != first.state_names or shard.shapes != first.shapes:
             raise StoreError(f"{shard.path}: arrays or shapes differ from {first.path}")
-    seeds = np.concatenate([shard.info("seed") for shard in shards])
-    if len(np.unique(seeds)) != len(seeds):
-        raise StoreError(f"{out_path}: the shards repeat seeds; each seed must appear once")
-    attrs = {key: first.attrs[key] for key in SHARED_ATTRS if key in first.attrs}
+    if "seed" in first.info_names:
+        seeds = np.concatenate([shard.info("seed") for shard in shards])
+        if len(np.unique(seeds)) != len(seeds):
+            raise StoreError(f"{out_path}: the shards repeat seeds; each seed must appear once")
+    attrs = {key: first.attrs[key] for key in shared_attrs if key in first.attrs}
     attrs["shards"] = [Path(path).name for path in shard_paths]
     total = sum(shard.n_samples for shard in shards)
     with StoreWriter(out_path, attrs, kind=first.attrs.get("kind", "posterior"), expected_samples=total) as writer:

@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-SCHEDULES = ("multistep", "cosine")
+SCHEDULES = ("constant", "multistep", "cosine")
 
 
 def _as_int(key: str, value: Any, minimum: int) -> int:
@@ -47,6 +47,7 @@ class Recipe:
     """SGD settings with the semantics of `torch.optim.SGD` (dampening 0) and a per-epoch
     learning-rate schedule:
 
+    - "constant": lr throughout;
     - "multistep": lr * gamma**(number of milestones <= epoch), like `MultiStepLR`;
     - "cosine": lr * (1 + cos(pi * epoch / epochs)) / 2, like `CosineAnnealingLR(T_max=epochs)`.
 
@@ -102,6 +103,8 @@ class Recipe:
             raise ValueError(f"epoch {epoch} outside 0..{self.epochs - 1}")
         if self.schedule == "cosine":
             return self.lr * (1 + math.cos(math.pi * epoch / self.epochs)) / 2
+        if self.schedule == "constant":
+            return self.lr
         lr = self.lr
         for milestone in self.milestones:  # repeated products, as MultiStepLR computes them
             if epoch >= milestone:

@@ -1,0 +1,124 @@
+# Posterior approximations: a pool of networks trained like the target (its converged ones are
+# the modes), then per (method, variant) sampling jobs, their gathered sample store, and the
+# predictions of every sample on the test and OOD sets.
+
+
+use rule train_shard as train_pool_shard with:
+    message:
+        "Training the seeds of pool shard {wildcards.shard} of {wildcards.experiment} (modes of the methods)"
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/modes/shards/{{shard}}.zarr"),
+    params:
+        experiment=training_config,
+        seeds=lambda wc: symbnn.config.shard_seeds(pool_section(wc.experiment), wc.shard),
+        data_root=config.get("data_root", "data"),
+        download=config.get("download", False),
+        device=config.get("device", "auto"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/train_pool_shard/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/train_pool_shard/{{shard}}.tsv"
+
+
+use rule gather_posterior as gather_pool with:
+    message:
+        "Gathering the {wildcards.experiment} pool shards into the pool store"
+    input:
+        shards=lambda wc: expand(
+            f"{RESULTS}/{{experiment}}/modes/shards/{{shard}}.zarr",
+            experiment=wc.experiment,
+            shard=symbnn.config.shard_ids(pool_section(wc.experiment)),
+        ),
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/modes/pool.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/gather_pool.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/gather_pool.tsv"
+
+
+rule sample:
+    message:
+        "Sampling {wildcards.method} ({wildcards.variant}-mode, block {wildcards.block}) for {wildcards.experiment}"
+    input:
+        pool=f"{RESULTS}/{{experiment}}/modes/pool.zarr",
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/blocks/{{block}}.zarr"),
+    params:
+        # the method's own settings and the sample counts: editing another method's settings
+        # leaves these jobs alone
+        experiment=training_config,
+        method=method_params,
+        data_root=config.get("data_root", "data"),
+        download=config.get("download", False),
+        device=config.get("device", "auto"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/sample/{{method}}/{{variant}}/{{block}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/sample/{{method}}/{{variant}}/{{block}}.tsv"
+    threads: lambda wc: compute(wc, "threads", 1)
+    resources:
+        mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
+        runtime=lambda wc: compute(wc, "runtime_min", 60),
+        gpu=lambda wc: compute(wc, "gpus", 0),
+        slurm_partition=train_partition,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/sample.py"
+
+
+rule gather_samples:
+    message:
+        "Gathering the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"
+    input:
+        blocks=lambda wc: expand(
+            f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/blocks/{{block}}.zarr",
+            experiment=wc.experiment,
+            method=wc.method,
+            variant=wc.variant,
+            block=sample_blocks(wc),
+        ),
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/gather_samples/{{method}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/gather_samples/{{method}}/{{variant}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/gather_samples.py"
+
+
+rule predict:
+    message:
+        "Predicting the test and OOD sets with every {wildcards.method} ({wildcards.variant}-mode) sample of {wildcards.experiment}"
+    input:
+        store=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
+    output:
+        predictions=directory(f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/predictions.zarr"),
+    params:
+        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
+        batch=lambda wc: EXPERIMENTS[wc.experiment]["methods"].get("predict_batch", 1000),
+        data_root=config.get("data_root", "data"),
+        download=config.get("download", False),
+        device=config.get("device", "auto"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/predict/{{method}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/predict/{{method}}/{{variant}}.tsv"
+    threads: lambda wc: compute(wc, "threads", 1)
+    resources:
+        mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
+        runtime=lambda wc: compute(wc, "runtime_min", 60),
+        gpu=lambda wc: compute(wc, "gpus", 0),
+        slurm_partition=train_partition,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/predict.py"

@@ -1,0 +1,259 @@
+"""Variational BNN by Bayes by backprop (Blundell et al., 2015) as a sampler of plain weights.
+
+Maths. Every parameter tensor theta_i of the model gets a mean-field Gaussian factor
+
+    q(w_i) = N(mu_i, sigma_i^2),   sigma_i = softplus(rho_i) = log(1 + exp(rho_i)),
+
+drawn by reparameterisation w_i = mu_i + sigma_i * eps_i, eps_i ~ N(0, 1), so gradients flow
+to (mu, rho). The prior is the scale mixture, independently per weight,
+
+    p(w) = pi N(w; 0, s1^2) + (1 - pi) N(w; 0, s2^2),
+
+with log p computed as logsumexp(log pi + log N(w; 0, s1^2), log(1 - pi) + log N(w; 0, s2^2))
+(one component only when pi is 0 or 1). Bayes by backprop minimises the negative ELBO
+
+    F(mu, rho) = KL(q || p) - E_q[log p(D | w)],
+
+estimated per minibatch B of a data set of size N and per step from K reparameterised draws
+w^(1..K) as
+
+    loss = (1/K) sum_k mean_{(x,y) in B} nll(f(x; w^(k)), y)
+           + kl_weight * (1/K) sum_k [log q(w^(k)) - log p(w^(k))] / N,
+
+which is F / N in expectation when kl_weight = 1 and nll is -log p(y | x, w) (cross-entropy
+for classification by default; the likelihood is pluggable, e.g. Gaussian for regression).
+The forward pass uses `torch.func.functional_call` on the plain model with the drawn
+parameters, so any shipped architecture works unchanged. BatchNorm running statistics are
+not variational: the module's own buffers are updated by the train-mode forwards (one per
+draw) and copied into every sample.
+
+Setup of Laurent et al., "A Symmetry-Aware Exploration of Bayesian Neural Network
+Posteriors" (ICLR 2024), appendix B.1: BLiTZ's default priors (pi = 1, s1 = 0.1, s2 = 0.4, so
+p = N(0, 0.1^2)), posterior rho initialised to -7, the experiment's epochs, 3 Monte Carlo
+ELBO samples per step, weight decay disabled. Here mu starts at the mode seed's initial
+weights (`build_seeded_model`), training runs `fit_module` with the experiment recipe
+overridden by settings["recipe"] in the mode seed's data order (reparameterisation noise from
+a generator derived from the mode seed), and the `count` samples are independent draws from
+the trained q with a generator seeded by `seed`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.nn import functional as F
+
+from symbnn.methods import settings as checks
+from symbnn.methods.base import Mode, Problem, generator
+from symbnn.train.loop import fit_module
+from symbnn.train.recipe import Recipe
+from symbnn.train.seeding import build_seeded_model, check_seed
+
+DEFAULTS: dict[str, Any] = {
+    "kl_weight": 1.0,
+    "elbo_samples": 3,
+    "prior_pi": 1.0,
+    "prior_sigma1": 0.1,
+    "prior_sigma2": 0.4,
+    "rho_init": -7.0,
+    "recipe": {"weight_decay": 0.0},
+}
+
+_TRAIN_STREAM = 0x626E6E  # "bnn": tags the training-noise stream derived from the mode seed
+_LOG_2PI = math.log(2 * math.pi)
+
+Likelihood = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> mean nll
+
+
+# ---------------------------------------------------------------- settings
+
+def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """DEFAULTS updated with `settings` (the "recipe" dict merged key by key into the default
+    override), checked; raises ValueError naming the bad key."""
+    merged = checks.merged("bnn", DEFAULTS, settings)
+    recipe = (settings or {}).get("recipe", {})
+    if not isinstance(recipe, dict):
+        raise ValueError(f"bnn.recipe must be a mapping of recipe overrides, got {recipe!r}")
+    return {
+        "recipe": {**DEFAULTS["recipe"], **recipe},
+        "kl_weight": checks.number("bnn", "kl_weight", merged["kl_weight"], low=0),
+        "elbo_samples": checks.integer("bnn", "elbo_samples", merged["elbo_samples"], 1),
+        "prior_pi": checks.number("bnn", "prior_pi", merged["prior_pi"], low=0, high=1),
+        "prior_sigma1": checks.number("bnn", "prior_sigma1", merged["prior_sigma1"], low=0, low_open=True),
+        "prior_sigma2": checks.number("bnn", "prior_sigma2", merged["prior_sigma2"], low=0, low_open=True),
+        "rho_init": checks.number("bnn", "rho_init", merged["rho_init"]),
+    }
+
+
+def training_recipe(recipe: Recipe, override: dict[str, Any]) -> Recipe:
+    """The experiment recipe with the method's overrides (validated like any recipe)."""
+    try:
+        return Recipe.from_dict({**recipe.to_dict(), **override})
+    except ValueError as exc:
+        raise ValueError(f"bnn.recipe: {exc}") from None
+
+
+# ---------------------------------------------------------------- densities and KL
+
+def log_normal(x: torch.Tensor, mean: torch.Tensor | float, std: torch.Tensor | float) -> torch.Tensor:
+    """Elementwise log N(x; mean, std^2)."""
+    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
+    return -0.5 * _LOG_2PI - torch.log(std) - 0.5 * ((x - mean) / std) ** 2
+
+
+def log_scale_mixture_prior(w: torch.Tensor, pi: float, sigma1: float, sigma2: float) -> torch.Tensor:
+    """Elementwise log(pi N(w; 0, sigma1^2) + (1 - pi) N(w; 0, sigma2^2)), via logsumexp."""
+    if pi >= 1.0:
+        return log_normal(w, 0.0, sigma1)
+    if pi <= 0.0:
+        return log_normal(w, 0.0, sigma2)
+    parts = torch.stack([math.log(pi) + log_normal(w, 0.0, sigma1),
+                         math.log1p(-pi) + log_normal(w, 0.0, sigma2)])
+    return torch.logsumexp(parts, dim=0)
+
+
+def log_q_from_noise(sigma: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+    """Elementwise log N(mu + sigma eps; mu, sigma^2) = -log(2 pi)/2 - log sigma - eps^2/2."""
+    return -0.5 * _LOG_2PI - torch.log(sigma) - 0.5 * eps ** 2
+
+
+def kl_sample(w: torch.Tensor, sigma: torch.Tensor, eps: torch.Tensor,
+              pi: float, sigma1: float, sigma2: float) -> torch.Tensor:
+    """One-draw Monte-Carlo estimate log q(w) - log p(w) for w = mu + sigma eps (summed)."""
+    return (log_q_from_noise(sigma, eps) - log_scale_mixture_prior(w, pi, sigma1, sigma2)).sum()
+
+
+def gaussian_kl(mu: torch.Tensor, sigma: torch.Tensor, prior_sigma: float) -> torch.Tensor:
+    """Closed-form KL(N(mu, sigma^2) || N(0, prior_sigma^2)), summed over elements: the
+    pi = 1 case of the Monte-Carlo estimator's expectation."""
+    ratio = (sigma / prior_sigma) ** 2
+    return 0.5 * (ratio + (mu / prior_sigma) ** 2 - 1.0 - torch.log(ratio)).sum()
+
+
+def cross_entropy_nll(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(outputs, targets)
+
+
+def gaussian_nll(noise_std: float) -> Likelihood:
+    """Mean over the batch of -log N(y; f(x), noise_std^2) (regression likelihood)."""
+    def nll(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        per_point = -log_normal(targets.reshape(outputs.shape), outputs, noise_std)
+        return per_point.reshape(outputs.shape[0], -1).sum(1).mean()
+    return nll
+
+
+# ---------------------------------------------------------------- the variational model
+
+class MeanFieldBNN(nn.Module):
+    """Mean-field Gaussian q over every parameter of `net`. Its parameters are exactly
+    `mu` and `rho` (one tensor each per parameter of `net`, in `names` order); `net` itself is
+    kept unregistered and only supplies the architecture and its BatchNorm buffers."""
+
+    def __init__(self, net: nn.Module, rho_init: float = -7.0, prior_pi: float = 1.0,
+                 prior_sigma1: float = 0.1, prior_sigma2: float = 0.4,
+                 noise: torch.Generator | None = None) -> None:
+        super().__init__()
+        object.__setattr__(self, "net", net)  # not a submodule: its parameters are not ours
+        params = dict(net.named_parameters())
+        self.names = list(params)
+        self.mu = nn.ParameterList([nn.Parameter(p.detach().clone()) for p in params.values()])
+        self.rho = nn.ParameterList([nn.Parameter(torch.full_like(p.detach(), float(rho_init)))
+                                     for p in params.values()])
+        self.prior = (float(prior_pi), float(prior_sigma1), float(prior_sigma2))
+        self.noise = noise  # generator for training draws; None = global RNG
+
+    def train(self, mode: bool = True) -> MeanFieldBNN:
+        super().train(mode)
+        self.net.train(mode)
+        return self
+
+    def _apply(self, fn, recurse=True):  # .to(device) etc. also move the wrapped network
+        self.net._apply(fn)
+        return super()._apply(fn, recurse)
+
+    def sigmas(self) -> list[torch.Tensor]:
+        return [F.softplus(rho) for rho in self.rho]
+
+    def draw(self, gen: torch.Generator | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """One reparameterised draw w = mu + sigma eps and its estimate log q(w) - log p(w)."""
+        gen = self.noise if gen is None else gen
+        weights, kl = {}, torch.zeros((), dtype=self.mu[0].dtype, device=self.mu[0].device)
+        for name, mu, sigma in zip(self.names, self.mu, self.sigmas()):
+            eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
+            w = mu + sigma * eps
+            weights[name] = w
+            kl = kl + kl_sample(w, sigma, eps, *self.prior)
+        return weights, kl
+
+    def forward_with(self, weights: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        # buffers are not passed: the network's own BatchNorm statistics are used (and updated)
+        return functional_call(self.net, weights, (x,), strict=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights, _ = self.draw()
+        return self.forward_with(weights, x)
+
+    def elbo_loss(self, x: torch.Tensor, y: torch.Tensor, n_data: int, samples: int = 3,
+                  kl_weight: float = 1.0, nll: Likelihood = cross_entropy_nll) -> torch.Tensor:
+        """(1/K) sum_k [nll(batch; w_k) + kl_weight (log q(w_k) - log p(w_k)) / n_data]."""
+        total = 0.0
+        for _ in range(samples):
+            weights, kl = self.draw()
+            total = total + nll(self.forward_with(weights, x), y) + kl_weight * kl / n_data
+        return total / samples
+
+    @torch.no_grad()
+    def sample_states(self, count: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+        """`count` draws from q as stacked plain state dicts (CPU), the network's buffers
+        (BatchNorm statistics) copied into each; draws come sample after sample from `gen`."""
+        template = self.net.state_dict()
+        out = {name: t.detach().cpu().unsqueeze(0).repeat(count, *([1] * t.ndim)).clone()
+               for name, t in template.items()}
+        mus = [m.detach().cpu() for m in self.mu]
+        sigmas = [s.detach().cpu() for s in self.sigmas()]
+        for k in range(count):
+            for name, mu, sigma in zip(self.names, mus, sigmas):
+                eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype)
+                out[name][k] = mu + sigma * eps
+        return out
+
+
+def noise_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The training-noise stream of mode seed `seed` (independent of its init/order streams)."""
+    entropy = np.random.SeedSequence([check_seed(seed), _TRAIN_STREAM])
+    return generator(int(entropy.generate_state(1, dtype=np.uint64)[0]) >> 1, device)
+
+
+def train_bnn(problem: Problem, seed: int, options: dict[str, Any]) -> MeanFieldBNN:
+    """Bayes by backprop from seed `seed`'s initial weights, with `fit_module`."""
+    recipe = training_recipe(problem.recipe, options["recipe"])
+    net = build_seeded_model(problem.model_spec, seed).to(problem.device)
+    bnn = MeanFieldBNN(net, options["rho_init"], options["prior_pi"], options["prior_sigma1"],
+                       options["prior_sigma2"], noise_generator(seed, problem.device))
+    n_data = len(problem.train)
+
+    def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return model.elbo_loss(x, y, n_data, options["elbo_samples"], options["kl_weight"])
+
+    fit_module(bnn, recipe, problem.train, seed, problem.device, loss_fn)
+    return bnn.eval()
+
+
+def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any],
+                seed: int) -> dict[str, torch.Tensor]:
+    """Train q for seed `mode.seed` (mode.state is ignored), then draw `count` samples."""
+    options = check_settings(settings)
+    training_recipe(problem.recipe, options["recipe"])  # fail before training
+    bnn = train_bnn(problem, mode.seed, options)
+    return bnn.sample_states(count, generator(seed))
+
+
+__all__ = ["DEFAULTS", "check_settings", "training_recipe", "log_normal", "log_scale_mixture_prior",
+           "log_q_from_noise", "kl_sample", "gaussian_kl", "cross_entropy_nll", "gaussian_nll",
+           "MeanFieldBNN", "noise_generator", "train_bnn", "sample_mode"]

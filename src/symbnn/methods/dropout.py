@@ -1,0 +1,141 @@
+"""MC Dropout (Gal & Ghahramani, 2016) as a sampler of plain weight vectors.
+
+Maths. Inverted dropout with rate r on the input h (features j = 1..d) of a linear layer
+y = W h + b keeps feature j with probability 1 - r and rescales the kept ones:
+
+    y = W (m * h) / (1 - r) + b,    m_j ~ Bernoulli(1 - r) independently,
+
+so E_m[y] = W h + b. Gal & Ghahramani read the network with dropout as a variational
+approximation q(W) of the posterior whose draws are the masked weights
+
+    W_m = W diag(m) / (1 - r),   i.e.   W_m[:, j] = W[:, j] * m_j / (1 - r)   (b unchanged),
+
+which makes (W diag(m) / (1 - r)) h = W (m * h) / (1 - r): the plain model with W_m computes
+exactly the dropout network for mask m, and E_q[W_m] = W. A sample here is one such W_m folded
+into the trained weights, so every sample is an ordinary state dict of the experiment's model
+(eval-mode forward, no dropout layer needed).
+
+Setup of Laurent et al., "A Symmetry-Aware Exploration of Bayesian Neural Network
+Posteriors" (ICLR 2024), appendix B.1: dropout with rate 0.2 on the last layer for OptuNet
+(0.5 for ResNet-18), applied both in training and at test time. Dropout needs its own
+training, so a mode's trained state is ignored: the network is trained from scratch from the
+mode seed's initial weights (`build_seeded_model`) with the experiment's recipe and the
+mode seed's data order, with inverted dropout on the inputs of the last `layers` nn.Linear
+layers (forward pre-hooks, removed after training; their masks come from a generator seeded
+by the mode seed). Sample masks come from a generator seeded by `seed`, one sample after
+another, so the first k samples do not depend on `count`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from symbnn.methods import settings as checks
+from symbnn.methods.base import Mode, Problem, generator
+from symbnn.train.loop import fit_module
+from symbnn.train.seeding import build_seeded_model, check_seed
+
+DEFAULTS: dict[str, Any] = {"rate": 0.2, "layers": 1}
+
+_TRAIN_STREAM = 0x64726F70  # "drop": tags the training-mask stream derived from the mode seed
+
+
+def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """DEFAULTS updated with `settings`, checked; raises ValueError naming the bad key."""
+    merged = checks.merged("dropout", DEFAULTS, settings)
+    return {"rate": checks.number("dropout", "rate", merged["rate"], low=0, high=1, high_open=True),
+            "layers": checks.integer("dropout", "layers", merged["layers"], 1)}
+
+
+def dropout_layers(model: nn.Module, layers: int) -> list[tuple[str, nn.Linear]]:
+    """The last `layers` nn.Linear modules of `model` (registration order), with their names."""
+    found = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if layers > len(found):
+        raise ValueError(f"dropout.layers must be <= {len(found)} (the nn.Linear layers of "
+                         f"{type(model).__name__}), got {layers}")
+    return found[len(found) - layers:]
+
+
+def _scale(rate: float, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    # one rounded constant 1/(1-r): kept columns are multiplied by exactly this value
+    return torch.tensor(1.0 / (1.0 - rate), dtype=dtype, device=device)
+
+
+def add_training_dropout(modules: Sequence[nn.Module], rate: float,
+                         gen: torch.Generator) -> list[torch.utils.hooks.RemovableHandle]:
+    """Forward pre-hooks applying inverted dropout (rate `rate`, masks from `gen`, one per
+    input element) to the input of each module, in train mode only. Returns the handles."""
+
+    def hook(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        if not module.training or rate == 0.0:
+            return None
+        x = args[0]
+        keep = torch.rand(x.shape, generator=gen, device=x.device, dtype=x.dtype) >= rate
+        return (x * (keep.to(x.dtype) * _scale(rate, x.dtype, x.device)),) + tuple(args[1:])
+
+    return [m.register_forward_pre_hook(hook) for m in modules]
+
+
+def train_with_dropout(problem: Problem, seed: int, rate: float, layers: int) -> nn.Module:
+    """Seed `seed`'s network trained with the experiment recipe and inverted dropout on the
+    inputs of its last `layers` linear layers; returned hook-free, in eval mode."""
+    model = build_seeded_model(problem.model_spec, seed)
+    targets = [m for _, m in dropout_layers(model, layers)]
+    model = model.to(problem.device)
+    entropy = np.random.SeedSequence([check_seed(seed), _TRAIN_STREAM])
+    gen = generator(int(entropy.generate_state(1, dtype=np.uint64)[0]) >> 1, problem.device)
+    handles = add_training_dropout(targets, rate, gen)
+    try:
+        fit_module(model, problem.recipe, problem.train, seed, problem.device)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return model.eval()
+
+
+def draw_masks(in_features: Sequence[int], count: int, rate: float,
+               gen: torch.Generator) -> list[torch.Tensor]:
+    """Keep-masks (count, in_features[l]) per layer l, bool; sample after sample, layer after
+    layer, so that sample k does not depend on `count`."""
+    per_sample = [[torch.rand(d, generator=gen) >= rate for d in in_features] for _ in range(count)]
+    return [torch.stack([sample[l] for sample in per_sample]) if count else torch.zeros(0, d, dtype=torch.bool)
+            for l, d in enumerate(in_features)]
+
+
+@torch.no_grad()
+def fold_masks(state: dict[str, torch.Tensor], weight_names: Sequence[str],
+               masks: Sequence[torch.Tensor], rate: float) -> dict[str, torch.Tensor]:
+    """Stacked samples from one state dict: W[:, j] * m_j / (1 - rate) for each named weight
+    and each row of its mask (count, in_features); every other entry repeated unchanged."""
+    count = masks[0].shape[0]
+    out = {name: t.detach().cpu().unsqueeze(0).repeat(count, *([1] * t.ndim)) for name, t in state.items()}
+    for name, mask in zip(weight_names, masks):
+        weight = state[name].detach().cpu()
+        factor = mask.to(weight.dtype) * _scale(rate, weight.dtype, "cpu")  # 0 or exactly 1/(1-r)
+        out[name] = weight.unsqueeze(0) * factor[:, None, :]
+    return out
+
+
+def sample_trained(model: nn.Module, count: int, rate: float, layers: int, seed: int) -> dict[str, torch.Tensor]:
+    """`count` MC-dropout samples of a trained network, folded into plain state dicts."""
+    targets = dropout_layers(model, layers)
+    masks = draw_masks([m.in_features for _, m in targets], count, rate, generator(seed))
+    return fold_masks(model.state_dict(), [f"{name}.weight" for name, _ in targets], masks, rate)
+
+
+def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any],
+                seed: int) -> dict[str, torch.Tensor]:
+    """Train seed `mode.seed` with dropout (mode.state is ignored), then fold `count` masks."""
+    options = check_settings(settings)
+    dropout_layers(problem.build(), options["layers"])  # validate before training
+    model = train_with_dropout(problem, mode.seed, options["rate"], options["layers"])
+    return sample_trained(model, count, options["rate"], options["layers"], seed)
+
+
+__all__ = ["DEFAULTS", "check_settings", "dropout_layers", "add_training_dropout", "train_with_dropout",
+           "draw_masks", "fold_masks", "sample_trained", "sample_mode"]

@@ -1,0 +1,251 @@
+"""SWA-Gaussian (SWAG), fitted by continuing SGD from a trained mode.
+
+Reference: W. J. Maddox, T. Garipov, P. Izmailov, D. Vetrov, A. G. Wilson, "A Simple
+Baseline for Bayesian Uncertainty in Deep Learning", NeurIPS 2019 (section 4, equations
+(1)-(3)).
+
+Fit. From the mode, SGD continues with the recipe's momentum, Nesterov flag and weight decay
+and a constant learning rate `lr` for `epochs` epochs (data order from `seed_batches`, with
+a seed derived from (mode.seed, seed)). Of its T steps, K = `snapshots` evenly spaced
+iterates are collected, after steps floor(k T / K), k = 1..K (the last at the end). With
+theta_1..theta_K the flattened parameter vectors:
+
+    theta_SWA  = (1/K) sum_k theta_k,
+    Sigma_diag = max((1/K) sum_k theta_k^2 - theta_SWA^2, 0)          (element-wise),
+    D          = [theta_k - theta_bar_k]  for the last R = min(`rank`, K) snapshots,
+
+where theta_bar_k is the running mean after the k-th snapshot (the paper's D-hat).
+
+Sampling. With z1 ~ N(0, I_d), z2 ~ N(0, I_R) and s = `scale`,
+
+    theta = theta_SWA + s^(1/2) * ( Sigma_diag^(1/2) * z1 / sqrt(2) + D z2 / sqrt(2 (R - 1)) ),
+
+a Gaussian with covariance s * ( diag(Sigma_diag) / 2 + D D^T / (2 (R - 1)) ): the paper's
+SWAG covariance multiplied by `scale`. (The reference implementation's `scale` multiplies
+the covariance without the 1/2 factors, so its scale is twice the one used here.) The
+low-rank term needs R >= 2: `rank` 1 gives SWAG-Diagonal, theta_SWA + s^(1/2)
+Sigma_diag^(1/2) z1 / sqrt(2). `SwagMoments` implements the moments and this sampler on
+flat vectors.
+
+Only parameters follow the Gaussian. When the model has BatchNorm layers and `bn_update` is
+true, every sample's running statistics are recomputed by one pass over the training data
+(in order, without augmentation) in train mode without gradients, each batch weighted by its
+size (`refresh_batchnorm`), as the paper does; otherwise the sample keeps the buffers of the
+last SGD iterate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from symbnn.data.core import ImageData
+from symbnn.methods import settings as checks
+from symbnn.methods.base import Mode, Problem, generator
+from symbnn.train.loop import seed_batches
+
+NAME = "swag"
+
+DEFAULTS: dict[str, Any] = {
+    "epochs": 10,
+    "lr": 0.01,
+    "snapshots": 20,
+    "rank": 20,
+    "scale": 0.1,
+    "bn_update": True,
+}
+
+_DATA_ORDER_TAG = 0x5357  # "SW": separates this method's data-order seeds from others'
+
+
+def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """DEFAULTS overridden by `settings`, validated; a bad or unknown key raises ValueError
+    naming it (e.g. "swag.lr must be > 0, got -1")."""
+    merged = checks.merged(NAME, DEFAULTS, settings)
+    return {
+        "epochs": checks.integer(NAME, "epochs", merged["epochs"], 1),
+        "snapshots": checks.integer(NAME, "snapshots", merged["snapshots"], 2),
+        "rank": checks.integer(NAME, "rank", merged["rank"], 1),
+        "lr": checks.number(NAME, "lr", merged["lr"], low=0, low_open=True),
+        "scale": checks.number(NAME, "scale", merged["scale"], low=0, low_open=True),
+        "bn_update": checks.boolean(NAME, "bn_update", merged["bn_update"]),
+    }
+
+
+class SwagMoments:
+    """Running SWAG statistics of flat vectors of length `dim`: first and second moments
+    (kept in float64) and the last `rank` deviations from the running mean (a ring buffer)."""
+
+    def __init__(self, dim: int, rank: int, device: torch.device | str = "cpu",
+                 deviation_dtype: torch.dtype = torch.float64) -> None:
+        if dim < 1 or rank < 0:
+            raise ValueError(f"SwagMoments needs dim >= 1 and rank >= 0, got dim={dim}, rank={rank}")
+        self.dim, self.rank = int(dim), int(rank)
+        self.n = 0
+        self._mean = torch.zeros(dim, dtype=torch.float64, device=device)
+        self._sq_mean = torch.zeros(dim, dtype=torch.float64, device=device)
+        self._dev = torch.zeros(rank, dim, dtype=deviation_dtype, device=device)  # rows
+        self._stored = 0  # deviations held (<= rank)
+        self._next = 0    # ring-buffer row the next deviation overwrites
+
+    def collect(self, vector: torch.Tensor) -> None:
+        """Add one iterate (any shape with `dim` elements)."""
+        v = vector.detach().reshape(-1).to(self._mean.device, torch.float64)
+        if v.numel() != self.dim:
+            raise ValueError(f"expected a vector of {self.dim} elements, got {v.numel()}")
+        self.n += 1
+        weight = 1.0 / self.n
+        self._mean.lerp_(v, weight)  # mean += (v - mean) / n
+        self._sq_mean.lerp_(v.square(), weight)
+        if self.rank:
+            self._dev[self._next] = v - self._mean  # deviation from the updated running mean
+            self._next = (self._next + 1) % self.rank
+            self._stored = min(self._stored + 1, self.rank)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """theta_SWA (float64, (dim,))."""
+        return self._mean
+
+    @property
+    def diag_var(self) -> torch.Tensor:
+        """Sigma_diag = max(E[theta^2] - theta_SWA^2, 0) (float64, (dim,))."""
+        return (self._sq_mean - self._mean ** 2).clamp_(min=0.0)
+
+    @property
+    def deviations(self) -> torch.Tensor:
+        """D: (dim, R) deviations of the last R = min(rank, n) iterates, oldest first."""
+        if self._stored < self.rank:
+            rows = self._dev[:self._stored]
+        else:
+            rows = torch.roll(self._dev, -self._next, dims=0)
+        return rows.t()
+
+    def covariance(self, scale: float = 1.0) -> torch.Tensor:
+        """The dense (dim, dim) covariance the sampler draws from (for small dim / tests)."""
+        cov = torch.diag(self.diag_var) / 2
+        d = self.deviations.to(torch.float64)
+        if d.shape[1] >= 2:
+            cov = cov + d @ d.t() / (2 * (d.shape[1] - 1))
+        return scale * cov
+
+    def sample(self, n: int, gen: torch.Generator | None = None, scale: float = 1.0) -> torch.Tensor:
+        """n draws (n, dim), float64: theta_SWA + scale^(1/2) (Sigma_diag^(1/2) z1 / sqrt(2)
+        + D z2 / sqrt(2 (R - 1))); the low-rank term is left out while R < 2."""
+        if self.n < 2:
+            raise ValueError(f"SWAG needs at least 2 collected iterates to sample, has {self.n}")
+        device = self._mean.device
+        z1 = torch.randn(n, self.dim, generator=gen, device=device, dtype=torch.float64)
+        out = z1.mul_(self.diag_var.sqrt() / math.sqrt(2.0))
+        d = self.deviations
+        if d.shape[1] >= 2:
+            z2 = torch.randn(n, d.shape[1], generator=gen, device=device, dtype=torch.float64)
+            low_rank = (z2.to(d.dtype) @ d.t()).to(torch.float64)
+            out.add_(low_rank, alpha=1.0 / math.sqrt(2.0 * (d.shape[1] - 1)))
+        return out.mul_(math.sqrt(scale)).add_(self._mean)
+
+
+def batchnorm_layers(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
+    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
+@torch.no_grad()
+def refresh_batchnorm(model: nn.Module, batches) -> nn.Module:
+    """Recompute every BatchNorm layer's running statistics from `batches` (an iterable of
+    input tensors): reset them, then forward each batch in train mode with momentum
+    b / (n + b) (b: batch size, n: inputs seen), so the running mean and variance are the
+    size-weighted averages of the batch statistics. Momenta and the train/eval flag are
+    restored afterwards. A model without BatchNorm is left untouched."""
+    layers = batchnorm_layers(model)
+    if not layers:
+        return model
+    was_training = model.training
+    momenta = [layer.momentum for layer in layers]
+    for layer in layers:
+        layer.reset_running_stats()
+    model.train()
+    seen = 0
+    for x in batches:
+        b = x.shape[0]
+        for layer in layers:
+            layer.momentum = b / (seen + b)
+        model(x)
+        seen += b
+    for layer, momentum in zip(layers, momenta):
+        layer.momentum = momentum
+    model.train(was_training)
+    return model
+
+
+def training_inputs(train: ImageData, batch_size: int, device: torch.device | str):
+    """The training inputs, normalised, in order, in batches (no augmentation)."""
+    for start in range(0, len(train), batch_size):
+        yield train.normalize(train.images[start:start + batch_size].to(device))
+
+
+def data_order_seed(mode_seed: int, seed: int) -> int:
+    """The `seed_batches` seed of a SWAG fit: a deterministic function of (mode seed, seed)."""
+    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(1, np.uint64)[0]
+    return int(state >> np.uint64(1))
+
+
+def fit_swag(problem: Problem, mode: Mode, cfg: dict[str, Any], seed: int) -> tuple[nn.Module, SwagMoments]:
+    """Continue SGD from `mode` and collect the SWAG moments; returns the model (at the last
+    iterate) and the moments of its flattened parameters."""
+    device = torch.device(problem.device)
+    recipe = problem.recipe
+    model = problem.build(mode.state)
+    model.train()
+    params = list(model.parameters())
+    dim = sum(p.numel() for p in params)
+    moments = SwagMoments(dim, min(cfg["rank"], cfg["snapshots"]), device,
+                          deviation_dtype=params[0].dtype)
+    optimizer = torch.optim.SGD(params, lr=cfg["lr"], momentum=recipe.momentum,
+                                nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
+    total = cfg["epochs"] * math.ceil(len(problem.train) / recipe.batch_size)
+    if total < cfg["snapshots"]:
+        raise ValueError(f"{NAME}.snapshots must be <= the {total} SGD steps of {cfg['epochs']} "
+                         f"epochs, got {cfg['snapshots']}")
+    collect_at = {(k * total) // cfg["snapshots"] for k in range(1, cfg["snapshots"] + 1)}
+    batches = seed_batches(problem.train, recipe.batch_size, data_order_seed(mode.seed, seed),
+                           cfg["epochs"], device, recipe.augment)
+    for step, (_, x, y) in enumerate(batches, start=1):
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if step in collect_at:
+            moments.collect(torch.cat([p.detach().reshape(-1) for p in params]))
+    if not torch.isfinite(moments.mean).all():
+        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {cfg['lr']})")
+    return model, moments
+
+
+def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None,
+                seed: int) -> dict[str, torch.Tensor]:
+    """`count` SWAG samples around `mode` as a stacked CPU state dict name -> (count, *shape)."""
+    cfg = check_settings(settings)
+    count = checks.sample_count(NAME, count)
+    device = torch.device(problem.device)
+    model, moments = fit_swag(problem, mode, cfg, seed)
+    params = list(model.parameters())
+    sizes = [p.numel() for p in params]
+    refresh = cfg["bn_update"] and bool(batchnorm_layers(model))
+    gen = generator(seed, device)
+    out: dict[str, list[torch.Tensor]] = {name: [] for name in model.state_dict()}
+    for _ in range(count):  # one at a time: a draw and its BatchNorm refresh
+        theta = moments.sample(1, gen, cfg["scale"])[0]
+        with torch.no_grad():
+            for p, chunk in zip(params, theta.split(sizes)):
+                p.copy_(chunk.view_as(p))
+        if refresh:
+            refresh_batchnorm(model, training_inputs(problem.train, problem.recipe.batch_size, device))
+        for name, tensor in model.state_dict().items():
+            out[name].append(tensor.detach().to("cpu", copy=True))
+    return {name: torch.stack(tensors) for name, tensors in out.items()}
