@@ -27,6 +27,7 @@ import zarr
 
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
+from symbnn.progress import progress
 from symbnn.store import StoreError, _install, _remove_stale_tmp, _tmp_sibling, open_store
 
 FORMAT = "symbnn-predictions"
@@ -66,7 +67,7 @@ def write_predictions(samples_path: str | os.PathLike, out_path: str | os.PathLi
             arrays[name] = group.create_array(name, shape=(s, n, num_classes), dtype="float16", compressors=None,
                                               chunks=(1, _rows_per_chunk(n, num_classes), num_classes))
         accuracy = np.zeros(s, dtype=np.float32)
-        for index in range(s):
+        for index in progress(range(s), desc="predict", unit="sample"):
             model.load_state_dict(samples.state_dict(index))
             for name, data in (("test", test), ("ood", ood)):
                 probs = predict_probabilities(model, data, device, batch)

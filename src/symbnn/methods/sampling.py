@@ -16,6 +16,7 @@ import numpy as np
 from symbnn.methods.base import Problem, concat_states
 from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import mode_shares, sampler, settings_of
+from symbnn.progress import progress
 from symbnn.posterior import load_in_distribution, resolve_device
 from symbnn.store import Store, StoreWriter, open_store
 from symbnn.train.recipe import Recipe
@@ -49,7 +50,7 @@ def sample_mode_store(out_path: str | os.PathLike, experiment: str, experiment_c
     settings = settings_of(method, methods_cfg)
     draw = sampler(method)
     parts, mode_index, mode_seed = [], [], []
-    for k in blocks[block]:
+    for k in progress(blocks[block], desc=f"sample {method}/{variant}", unit="mode"):
         mode = select_mode(pool_path, k)
         # mode k of every variant draws from seed + k: the single-mode variant's samples come
         # from the same stream as the first mode of the multi-mode one

@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
 from symbnn.data.core import ImageData
 from symbnn.train import optunet_stacked
@@ -24,6 +23,7 @@ from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
+from symbnn.progress import progress as progress_bar
 
 # intermediates per chunk on a CPU (a size that stays in the L3 cache of small servers)
 CPU_CHUNK_BYTES = 16 << 20
@@ -73,8 +73,8 @@ def train_batched(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, 
     loss_sum = torch.zeros(k, dtype=torch.float64, device=device)  # no host sync per step
 
     bounds = batch_bounds(n, recipe.batch_size)
-    bar = tqdm(total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step",
-               disable=None if progress else True)
+    bar = progress_bar(total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step",
+                       enabled=progress)
     for epoch in range(recipe.epochs):
         lr = recipe.lr_at(epoch)
         orders = epoch_orders(n, order_generators).to(device)

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from symbnn.data.core import ImageData
 from symbnn.train.batched import train_batched
@@ -16,6 +15,7 @@ from symbnn.train.evaluate import accuracy, unstack
 from symbnn.train.loop import train_one
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, check_seed
+from symbnn.progress import progress as progress_bar
 
 
 @dataclass
@@ -77,7 +77,7 @@ def train_seeds(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, te
                            losses.cpu().numpy().astype(np.float64), np.array(seeds, dtype=np.int64))
 
     states, accs, losses = [], [], []
-    for seed in tqdm(seeds, desc="train (loop)", unit="model", disable=None if progress else True):
+    for seed in progress_bar(seeds, desc="train (loop)", unit="model", enabled=progress):
         model, loss = train_one(model_spec, recipe, train, seed, device)
         accs.append(accuracy(model, test, device))
         losses.append(loss)
