@@ -14,6 +14,7 @@ from symbnn.models import build_model
 from symbnn.store import write_store
 from symbnn.symmetry import apply_permutations, apply_scales, random_permutations, random_scales, unit_groups
 from symbnn.symmetry.mass import mass_problem
+from symbnn.symmetry.minmass_fast import solve_fast
 from symbnn.symmetry.testing import outputs, random_state, relative_difference
 
 
@@ -75,13 +76,51 @@ def test_the_optimum_ignores_permutations_and_scales(name):
 
 def test_over_relaxed_sweeps_reach_the_same_optimum():
     spec, sym, state, x, net = setup("optunet")
-    exact = solved("optunet", "fast")
-    relaxed = min_mass(state, sym, solver_options={"relaxation": 1.2})
-    assert relaxed.converged.all()
+    relaxed = solved("optunet", "fast")          # default relaxation 1.2
+    exact = min_mass(state, sym, solver_options={"relaxation": 1.0})
+    assert exact.converged.all() and relaxed.converged.all()
     torch.testing.assert_close(relaxed.mass_after, exact.mass_after, rtol=1e-12, atol=0)
     assert relaxed.iterations.max() < exact.iterations.max()
-    with pytest.raises(ValueError, match="relaxation"):
-        min_mass(state, sym, solver_options={"relaxation": 2.0})
+    for bad in (2.0, 0.5):
+        with pytest.raises(ValueError, match="relaxation"):
+            min_mass(state, sym, solver_options={"relaxation": bad})
+
+
+@pytest.mark.parametrize("name", ["mlp", "optunet"])
+@pytest.mark.parametrize("relaxation", [1.0, 1.2])
+def test_numba_and_torch_back_ends_agree(name, relaxation):
+    # The CPU default (compiled, lane-blocked) and the tensor back end (the GPU path) run the
+    # same iterations: same optimum, same sweep counts up to the stopping test's rounding.
+    spec, sym, state, x, net = setup(name)
+    problem = mass_problem(state, sym)
+    fast = solve_fast(problem, relaxation=relaxation, backend="numba")
+    ref = solve_fast(problem, relaxation=relaxation, backend="torch")
+    assert fast.converged.all() and ref.converged.all()
+    for a, b in zip(fast.s2, ref.s2):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=0)
+    assert (fast.iterations - ref.iterations).abs().max() <= 1
+    torch.testing.assert_close(problem.mass(fast.s2), problem.mass(ref.s2), rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="backend"):
+        solve_fast(problem, backend="scipy")
+
+
+def test_mass_problem_sums_match_the_tensor_formulas():
+    # The CPU's compiled mass / balance / degenerate pass against the per-term tensor formulas.
+    spec, sym, state, x, net = setup("optunet")
+    problem = mass_problem(state, sym)
+    g = torch.Generator().manual_seed(9)
+    s2 = [torch.rand(problem.n, w, generator=g, dtype=torch.float64) + 0.5 for w in problem.widths]
+    direct = sum(((t.q * (s2[t.out_var][:, :, None] if t.out_var is not None else 1))
+                  / (s2[t.in_var][:, None, :] if t.in_var is not None else 1)).sum((1, 2))
+                  for t in problem.terms)
+    torch.testing.assert_close(problem.mass(s2), direct, rtol=1e-13, atol=0)
+    torch.testing.assert_close(problem.mass(), sum(t.q.sum((1, 2)) for t in problem.terms), rtol=1e-13, atol=0)
+    worst = torch.stack([(s2[v] ** 2 * problem.incoming(s2, v) / problem.outgoing(s2, v)).log().abs().amax(1)
+                         for v in range(len(s2))]).amax(0)
+    torch.testing.assert_close(problem.balance(s2), worst, rtol=1e-12, atol=1e-15)
+    # The grouped conv2 is stored block-diagonally: the entries outside its blocks are zero.
+    conv2 = next(t for t in problem.terms if t.tensor == "conv2.weight")
+    assert (conv2.q[:, ~conv2.mask] == 0).all() and (conv2.q[:, conv2.mask] > 0).all()
 
 
 def test_single_network_and_resnet18():

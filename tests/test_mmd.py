@@ -18,7 +18,13 @@ from symbnn.mmd import (
     two_sample_mmd,
 )
 from symbnn.mmd.aggtest import group_indicators, mmdagg_test, permuted_statistics
-from symbnn.mmd.kernels import _segment_sums, _segment_sums_torch, centred_kernel_matrices
+from symbnn.mmd.kernels import (
+    _block_sums_cpu,
+    _packed_pairs,
+    _segment_sums,
+    _segment_sums_torch,
+    centred_kernel_matrices,
+)
 
 SMALL_TEST = AggTestConfig(b1=199, b2=199, b3=30)
 
@@ -112,6 +118,23 @@ def test_kernel_sums_gpu_code_matches_cpu_code():
     np.testing.assert_allclose(_segment_sums_torch(packed, sizes, neg_inv).numpy(), cpu.numpy(), rtol=1e-12)
     want = [torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy() for seg in torch.split(packed, sizes)]
     np.testing.assert_allclose(cpu.numpy(), np.stack(want), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_rows, n", [(57, 40), (58, 3), (9, 7)])
+def test_triangle_kernel_sums_match_expm1_on_packed_pairs(n_rows, n):
+    # The CPU's one-pass sums over the matrix's upper triangle (its own vectorised expm1)
+    # against torch.expm1 on the packed distinct pairs; scales from far below to far above
+    # the distances (exponents from -1e4 to -1e-5), odd and even N.
+    rng = np.random.default_rng(n_rows)
+    z = torch.from_numpy(rng.random((n_rows, 5)) * 3)
+    dist = torch.cdist(z, z, p=1)
+    dist = (dist + dist.T) / 2
+    dist.fill_diagonal_(0.0)
+    neg_inv = -torch.logspace(-6, 3, 12, dtype=torch.float64)
+    packed, sizes = _packed_pairs(dist, n)
+    want = [torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy() for seg in torch.split(packed, sizes)]
+    got = _block_sums_cpu(dist.numpy(), n, neg_inv.numpy())
+    np.testing.assert_allclose(got, np.stack(want), rtol=1e-13, atol=1e-300)
 
 
 @settings(max_examples=25, deadline=None)
