@@ -61,6 +61,7 @@ rule sample:
         mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
         runtime=lambda wc: compute(wc, "runtime_min", 60),
         gpu=lambda wc: compute(wc, "gpus", 0),
+        cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     conda:
         "../envs/symbnn.yaml"
@@ -117,6 +118,7 @@ rule predict:
         mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
         runtime=lambda wc: compute(wc, "runtime_min", 60),
         gpu=lambda wc: compute(wc, "gpus", 0),
+        cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     conda:
         "../envs/symbnn.yaml"

@@ -22,6 +22,7 @@ rule train_shard:
         mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
         runtime=lambda wc: compute(wc, "runtime_min", 60),
         gpu=lambda wc: compute(wc, "gpus", 0),
+        cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     conda:
         "../envs/symbnn.yaml"
@@ -47,7 +48,7 @@ rule gather_posterior:
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=30,
+        runtime=store_runtime(30),
     conda:
         "../envs/symbnn.yaml"
     script:

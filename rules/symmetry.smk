@@ -19,7 +19,7 @@ rule canonicalize:
     threads: 1
     resources:
         mem_mb=4000,
-        runtime=60,
+        runtime=store_runtime(60),
     conda:
         "../envs/symbnn.yaml"
     script:

@@ -14,20 +14,11 @@ from typing import Any
 import numpy as np
 
 from symbnn.data import ImageData, load_dataset
+from symbnn.device import resolve_device  # noqa: F401  (re-exported: scripts import it from here)
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 
 # Attributes that must agree between shards of one posterior.
 SHARED_ATTRS = ("experiment", "architecture", "recipe", "data", "min_accuracy")
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device: 'cuda' was asked for but no CUDA device is visible")
-    return device
 
 
 def load_in_distribution(data_cfg: dict[str, Any], data_root: str | os.PathLike,
