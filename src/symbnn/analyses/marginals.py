@@ -1,0 +1,187 @@
+"""Layer-wise marginals before and after symmetry removal (paper appendix D.3, Figure 9).
+
+A corollary of the paper's Proposition 1: while permutations are not removed, the units of a
+layer are exchangeable, so within one layer every unit's weights have the same marginal
+distribution. Sorting the units (the canonical form) breaks this: unit 1 now holds the
+largest key, unit 2 the next, and so on.
+
+The check here: many MLPs trained independently on a tabular regression set that
+scikit-learn ships (diabetes, 442 patients, 10 features; no download), then, for every layer
+and every pair of units (a, b) of the layer's permutable axis, two-sample Kolmogorov-Smirnov
+tests (``scipy.stats.ks_2samp``) between the marginal of weight (a, j) and of weight (b, j)
+over the networks, for every coordinate j on the other axis. Hidden layers' units are their
+rows (incoming weights); the output layer's units are its columns (outgoing weights of the
+last hidden layer). One weight per network enters each sample, so the samples are i.i.d.
+across networks and the p-values are exact under the null. Stages: ``trained``, ``scaled``
+(unit-norm neurons: scales alone leave units exchangeable) and ``canonical`` (scaled and
+sorted by the largest incoming weight, SPEC section 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import torch
+
+from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, train_stacked
+from symbnn.symmetry import apply_scales, canonicalize, unit_groups
+
+STAGES = ("trained", "scaled", "canonical")
+DATASETS = ("diabetes",)
+
+
+@dataclass(frozen=True)
+class MarginalSettings:
+    dataset: str = "diabetes"
+    hidden: tuple[int, ...] = (16, 16)
+    n_networks: int = 256
+    first_seed: int = 0
+    epochs: int = 60
+    batch_size: int = 32
+    lr: float = 0.01
+    alpha: float = 0.05          # level at which the summary counts rejections
+    plot_units: int = 4
+
+    @classmethod
+    def from_dict(cls, config: dict | None) -> MarginalSettings:
+        config = dict(config or {})
+        unknown = sorted(set(config) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"analyses.marginals: unknown key {unknown[0]!r} "
+                             f"(known: {', '.join(cls.__dataclass_fields__)})")
+        if "hidden" in config:
+            config["hidden"] = tuple(int(w) for w in config["hidden"])
+        settings = cls(**config)
+        if settings.dataset not in DATASETS:
+            raise ValueError(f"analyses.marginals.dataset: unknown dataset {settings.dataset!r} "
+                             f"(known: {', '.join(DATASETS)})")
+        if not settings.hidden or min(settings.hidden) < 2:
+            raise ValueError(f"analyses.marginals.hidden: need hidden layers of at least two units, "
+                             f"got {list(settings.hidden)}")
+        if settings.n_networks < 2:
+            raise ValueError("analyses.marginals.n_networks: a two-sample test needs at least 2 networks")
+        return settings
+
+
+def tabular_regression(name: str = "diabetes") -> tuple[torch.Tensor, torch.Tensor]:
+    """(features, target) standardised to zero mean and unit variance, float32."""
+    if name != "diabetes":
+        raise ValueError(f"unknown dataset {name!r} (known: {', '.join(DATASETS)})")
+    from sklearn.datasets import load_diabetes
+
+    x, y = load_diabetes(return_X_y=True)
+    x = (x - x.mean(0)) / x.std(0)
+    y = (y - y.mean()) / y.std()
+    return torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)
+
+
+def symmetry_stages(state: State, widths) -> dict[str, State]:
+    sym = unit_groups(mlp_spec(widths))
+    trained = {k: v.to(torch.float64) for k, v in state.items()}
+    canonical = canonicalize(trained, sym, scale="unitnorm", key="max", softmax_shift=False, on_dead="keep")
+    scaled = apply_scales(trained, sym, canonical.scales)
+    return {"trained": trained, "scaled": scaled, "canonical": canonical.state}
+
+
+def unit_samples(state: State) -> dict[str, np.ndarray]:
+    """layer -> (units, coordinates, networks): each unit's weights over the networks, units
+    along the permutable axis (rows of hidden layers, columns of the output layer)."""
+    names = sorted((k for k in state if k.endswith(".weight")), key=lambda k: int(k.split(".")[1]))
+    out = {}
+    for i, name in enumerate(names):
+        w = state[name].numpy()                                   # (K, rows, cols)
+        units = w if i < len(names) - 1 else w.transpose(0, 2, 1)
+        out[name] = np.ascontiguousarray(units.transpose(1, 2, 0))
+    return out
+
+
+def ks_tests(stages: dict[str, State]):
+    """One row per (stage, layer, unit pair, coordinate): KS statistic and p-value."""
+    import polars as pl
+    from scipy.stats import ks_2samp
+
+    rows = {k: [] for k in ("stage", "layer", "unit_a", "unit_b", "coordinate", "statistic", "pvalue", "n")}
+    for stage, state in stages.items():
+        for layer, samples in unit_samples(state).items():
+            units, coords, n = samples.shape
+            for a, b in combinations(range(units), 2):
+                # ks_2samp is vectorised over the leading axis with axis=-1
+                result = ks_2samp(samples[a], samples[b], axis=-1)
+                for j in range(coords):
+                    rows["stage"].append(stage)
+                    rows["layer"].append(layer)
+                    rows["unit_a"].append(a)
+                    rows["unit_b"].append(b)
+                    rows["coordinate"].append(j)
+                    rows["statistic"].append(float(np.atleast_1d(result.statistic)[j]))
+                    rows["pvalue"].append(float(np.atleast_1d(result.pvalue)[j]))
+                    rows["n"].append(n)
+    return pl.DataFrame(rows)
+
+
+def ks_summary(tests, alpha: float = 0.05):
+    """Per stage and layer: number of tests, median p-value and the share rejected at
+    ``alpha`` (about ``alpha`` when the marginals are identical)."""
+    import polars as pl
+
+    order = {stage: i for i, stage in enumerate(STAGES)}
+    return (tests.group_by("stage", "layer")
+            .agg(pl.len().alias("tests"), pl.col("pvalue").median().alias("median_p"),
+                 pl.col("pvalue").min().alias("min_p"), (pl.col("pvalue") < alpha).mean().alias(f"rejected_at_{alpha}"),
+                 pl.col("statistic").median().alias("median_statistic"))
+            .with_columns(pl.col("stage").replace_strict(order).alias("_order"))
+            .sort("_order", "layer").drop("_order"))
+
+
+@dataclass
+class MarginalResult:
+    stages: dict[str, State]
+    losses: np.ndarray
+    tests: object = field(repr=False)
+    summary: object = field(repr=False)
+
+
+def run_marginals(settings: MarginalSettings) -> MarginalResult:
+    x, y = tabular_regression(settings.dataset)
+    widths = (x.shape[1], *settings.hidden, 1)
+    seeds = range(settings.first_seed, settings.first_seed + settings.n_networks)
+    state = train_stacked(widths, x, y, seeds, epochs=settings.epochs, batch_size=settings.batch_size,
+                          lr=settings.lr, loss="mse")
+    losses = dataset_loss(state, x, y, "mse").numpy()
+    if not np.isfinite(losses).all():
+        raise ValueError(f"analyses.marginals: {int((~np.isfinite(losses)).sum())} networks diverged "
+                         f"(lr {settings.lr} too large?)")
+    stages = symmetry_stages(state, widths)
+    tests = ks_tests(stages)
+    return MarginalResult(stages, losses, tests, ks_summary(tests, settings.alpha))
+
+
+def marginals_figure(result: MarginalResult, path, units: int = 4, title: str = "") -> None:
+    """Rows: layers; columns: stages. Each panel overlays the marginals of coordinate 0 of
+    ``units`` units spread over the layer (first to last: after sorting they differ most),
+    with the layer's median KS p-value."""
+    from symbnn.report.figures import plt, save_figure
+
+    layers = list(unit_samples(result.stages["trained"]))
+    fig, axes = plt.subplots(len(layers), len(STAGES), figsize=(4.2 * len(STAGES), 2.8 * len(layers)),
+                             squeeze=False)
+    for c, stage in enumerate(STAGES):
+        samples = unit_samples(result.stages[stage])
+        for r, layer in enumerate(layers):
+            ax = axes[r][c]
+            picked = np.unique(np.linspace(0, samples[layer].shape[0] - 1, units).round().astype(int))
+            values = samples[layer][picked, 0, :]
+            bins = np.linspace(np.quantile(values, 0.01), np.quantile(values, 0.99), 25)
+            for u, v in zip(picked, values):
+                ax.hist(v, bins=bins, histtype="step", density=True, lw=1.3, label=f"unit {u}")
+            row = result.summary.filter((result.summary["stage"] == stage) & (result.summary["layer"] == layer))
+            ax.set_title(f"{layer}, {stage}\nmedian KS p = {row['median_p'][0]:.2g}", fontsize=9)
+            if r == len(layers) - 1:
+                ax.set_xlabel("weight value (coordinate 0)")
+    axes[0][0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)

@@ -1,0 +1,230 @@
+"""How often a network's hidden units change places during training (paper section 5.2, Figure 4).
+
+A few networks are trained with an experiment's recipe (one `nn.Module` and `torch.optim.SGD`
+per run, in the run's seed order, as `symbnn.train.loop` trains). Every ``every`` steps the
+weights are snapshotted; afterwards the snapshots are put in canonical form all at once, and
+for each hidden unit group the sorting permutation is read off (SPEC section 2, keys "max"
+and "first"). Kendall's tau between the unit rankings of consecutive snapshots is 1 when no
+unit moved and drops with every pair of units that swapped; the paper plots its mean over
+runs (and unit groups) against the step.
+
+A permutation ``p`` from the canonical form says "sorted position i holds unit p[i]"; the
+ranking it gives unit u is the inverse, ``rank[p[i]] = i``. Tau compares rankings of the same
+units, so it is taken between the inverse permutations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from symbnn.data.core import ImageData
+from symbnn.symmetry import canonicalize, unit_groups
+from symbnn.train.loop import seed_batches
+from symbnn.train.recipe import Recipe
+from symbnn.train.seeding import build_seeded_model
+
+KEYS = ("max", "first")
+
+
+def kendall_tau(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Kendall's tau-a between rows of ``a`` and ``b`` ((..., n) tensors of distinct values,
+    e.g. permutations): (concordant - discordant pairs) / (n (n - 1) / 2). O(n^2) memory per
+    row, fine for hidden layers of a few hundred units. NaN for n < 2."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    if a.shape != b.shape:
+        raise ValueError(f"kendall_tau: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
+    n = a.shape[-1]
+    if n < 2:
+        return torch.full(a.shape[:-1], float("nan"), dtype=torch.float64)
+    da = torch.sign(a[..., :, None] - a[..., None, :])
+    db = torch.sign(b[..., :, None] - b[..., None, :])
+    # each unordered pair appears twice in the full matrix
+    return (da * db).sum(dim=(-1, -2)).to(torch.float64) / (n * (n - 1))
+
+
+def ranks(perms: torch.Tensor) -> torch.Tensor:
+    """Inverse permutations along the last axis: the sorted position of each unit."""
+    return perms.argsort(dim=-1)
+
+
+def consecutive_tau(perms: torch.Tensor) -> torch.Tensor:
+    """(T - 1,) tau between the unit rankings of snapshots t and t + 1; ``perms`` is (T, width)."""
+    r = ranks(perms)
+    return kendall_tau(r[:-1], r[1:])
+
+
+@dataclass(frozen=True)
+class FrequencySettings:
+    runs: int = 4
+    first_seed: int = 0
+    every_k_steps: int = 5
+    epochs: int | None = None              # None: the experiment recipe's epochs
+    milestones: tuple[int, ...] | None = None   # None: the recipe's (kept if within the epochs)
+
+    @classmethod
+    def from_dict(cls, config: dict | None) -> FrequencySettings:
+        config = dict(config or {})
+        unknown = sorted(set(config) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"analyses.permutation_frequency: unknown key {unknown[0]!r} "
+                             f"(known: {', '.join(cls.__dataclass_fields__)})")
+        if config.get("milestones") is not None:
+            config["milestones"] = tuple(config["milestones"])
+        settings = cls(**config)
+        if settings.runs < 1 or settings.every_k_steps < 1:
+            raise ValueError("analyses.permutation_frequency: runs and every_k_steps must be >= 1")
+        return settings
+
+    def recipe(self, base: dict[str, Any]) -> Recipe:
+        """The experiment's recipe with this analysis's epochs and milestones; milestones past
+        the last epoch are dropped when only the epochs are overridden."""
+        recipe = Recipe.from_dict(base)
+        if self.epochs is not None:
+            kept = tuple(m for m in recipe.milestones if m < self.epochs)
+            recipe = replace(recipe, epochs=self.epochs, milestones=kept)
+        if self.milestones is not None:
+            recipe = replace(recipe, milestones=self.milestones)
+        return recipe
+
+
+def snapshots(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seed: int, every: int,
+              device: torch.device | str = "cpu") -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray]:
+    """Train one seed; return the stacked weights at steps 0, every, 2 every, ... and the
+    last step (name -> (T, *shape) on the CPU), those steps, and the lr in force at each."""
+    model = build_seeded_model(model_spec, seed).to(device)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
+                                nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
+    taken, steps, lrs = [], [], []
+
+    def take(step: int, lr: float) -> None:
+        taken.append({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+        steps.append(step)
+        lrs.append(lr)
+
+    step, lr = 0, recipe.lr_at(0)
+    take(0, lr)
+    for epoch, x, y in seed_batches(train, recipe.batch_size, seed, recipe.epochs, device, recipe.augment):
+        lr = recipe.lr_at(epoch)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if step % every == 0:
+            take(step, lr)
+    if steps[-1] != step:
+        take(step, lr)
+    state = {name: torch.stack([t[name] for t in taken]) for name in taken[0]}
+    return state, np.array(steps), np.array(lrs)
+
+
+def sorting_permutations(state: dict[str, torch.Tensor], model_spec: dict[str, Any],
+                         keys: Sequence[str] = KEYS) -> dict[tuple[str, str], torch.Tensor]:
+    """(key, unit group) -> (T, width) the canonical form's sorting permutation of each
+    snapshot, for groups of at least two units."""
+    sym = unit_groups(model_spec)
+    state = {k: v.to(torch.float64) for k, v in state.items()}
+    out = {}
+    for key in keys:
+        perms = canonicalize(state, sym, key=key, softmax_shift=False, on_dead="keep").perms
+        for group in sym.groups:
+            if group.width >= 2:
+                out[(key, group.name)] = perms[group.name]
+    return out
+
+
+def permutation_taus(state: dict[str, torch.Tensor], model_spec: dict[str, Any],
+                     keys: Sequence[str] = KEYS) -> dict[tuple[str, str], np.ndarray]:
+    """(key, unit group) -> (T - 1,) tau between consecutive snapshots' sorting permutations."""
+    return {k: consecutive_tau(p).numpy() for k, p in sorting_permutations(state, model_spec, keys).items()}
+
+
+def milestone_steps(recipe: Recipe, n_train: int) -> list[int]:
+    """The training steps at which the recipe's learning-rate milestones take effect."""
+    per_epoch = -(-n_train // recipe.batch_size)  # the last batch is the remainder
+    return [m * per_epoch for m in recipe.milestones]
+
+
+def run_frequency(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, settings: FrequencySettings,
+                  device: torch.device | str = "cpu"):
+    """Two long tables: ``taus``, one row per (run, key, unit group, step) with the tau
+    between the snapshot at ``step`` and the one before and the lr in force; ``perms``, the
+    sorting permutation itself at every snapshot (list column)."""
+    import polars as pl
+
+    taus, perms = [], []
+    for seed in range(settings.first_seed, settings.first_seed + settings.runs):
+        state, steps, lrs = snapshots(model_spec, recipe, train, seed, settings.every_k_steps, device)
+        for (key, group), p in sorting_permutations(state, model_spec).items():
+            tau = consecutive_tau(p).numpy()
+            taus.append(pl.DataFrame({
+                "run": np.full(len(tau), seed), "key": [key] * len(tau), "group": [group] * len(tau),
+                "step": steps[1:], "lr": lrs[1:], "tau": tau,
+            }))
+            perms.append(pl.DataFrame({
+                "run": np.full(len(steps), seed), "key": [key] * len(steps), "group": [group] * len(steps),
+                "step": steps, "perm": p.tolist(),
+            }))
+    if not taus:
+        raise ValueError(f"{model_spec}: no hidden unit group of two or more units to rank")
+    return pl.concat(taus), pl.concat(perms)
+
+
+def mean_tau(table):
+    """Mean tau over runs and unit groups per (key, step), the curve of Figure 4."""
+    import polars as pl
+
+    return (table.group_by("key", "step").agg(pl.col("tau").mean().alias("mean_tau"),
+                                               pl.col("tau").min().alias("min_tau"), pl.col("lr").first())
+            .sort("key", "step"))
+
+
+def summary(table, milestones: Sequence[int]):
+    """Per key and unit group: how many snapshot pairs saw a change (tau < 1), before the first
+    milestone and after the last one."""
+    import polars as pl
+
+    first = milestones[0] if milestones else None
+    last = milestones[-1] if milestones else None
+    changed = pl.col("tau") < 1
+    aggs = [pl.len().alias("pairs"), changed.sum().alias("changed"), pl.col("tau").mean().alias("mean_tau")]
+    if first is not None:
+        aggs += [(changed & (pl.col("step") <= first)).sum().alias("changed_before_first_milestone"),
+                 (changed & (pl.col("step") > last)).sum().alias("changed_after_last_milestone")]
+    return table.group_by("key", "group").agg(aggs).sort("key", "group")
+
+
+def frequency_figure(curve, milestones: Sequence[int], path, title: str = "") -> None:
+    """Mean tau against the step, one panel per key, with the lr schedule as a step line and
+    dashed verticals at the milestone steps."""
+    from symbnn.report.figures import plt, save_figure
+
+    keys = list(dict.fromkeys(curve["key"].to_list()))
+    fig, axes = plt.subplots(1, len(keys), figsize=(7.5 * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        part = curve.filter(curve["key"] == key)
+        ax.plot(part["step"], part["mean_tau"], color="tab:blue", lw=1.2, label="mean tau")
+        ax.set_ylim(min(-0.05, float(part["mean_tau"].min()) - 0.05), 1.05)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("Kendall's tau, consecutive permutations")
+        ax.set_title(f'sorting key "{key}"')
+        for i, m in enumerate(milestones):
+            ax.axvline(m, color="grey", ls="--", lw=1, label="lr milestone" if i == 0 else None)
+        twin = ax.twinx()
+        twin.step(part["step"], part["lr"], where="pre", color="tab:red", alpha=0.6, lw=1)
+        twin.set_ylabel("learning rate", color="tab:red")
+        twin.set_ylim(0, float(part["lr"].max()) * 1.1)
+        ax.legend(loc="lower left")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)

@@ -1,0 +1,370 @@
+"""The paper's further analyses: toy posterior, permutation frequency, marginals."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import kendalltau
+
+from symbnn.analyses import marginals as mg
+from symbnn.analyses import permutation_frequency as pf
+from symbnn.analyses import toy
+from symbnn.analyses.stacked_mlp import (
+    dataset_loss,
+    mlp_spec,
+    seeded_states,
+    stacked_forward,
+    train_reference,
+    train_stacked,
+)
+from symbnn.symmetry import apply_permutations, unit_groups
+from symbnn.symmetry.testing import outputs, random_state
+
+
+# ---------------------------------------------------------------- Kendall's tau
+
+def test_tau_of_identical_permutations_is_one_and_of_reversed_minus_one():
+    p = torch.randperm(12, generator=torch.Generator().manual_seed(0))
+    assert float(pf.kendall_tau(p, p)) == 1.0
+    assert float(pf.kendall_tau(torch.arange(12), torch.arange(12).flip(0))) == -1.0
+    assert float(pf.kendall_tau(p, 11 - p)) == -1.0  # every pair in the opposite order
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 40])
+def test_tau_matches_scipy_on_random_permutations(n):
+    g = torch.Generator().manual_seed(n)
+    a = torch.stack([torch.randperm(n, generator=g) for _ in range(20)])
+    b = torch.stack([torch.randperm(n, generator=g) for _ in range(20)])
+    ours = pf.kendall_tau(a, b)  # batched over rows
+    assert ours.shape == (20,)
+    reference = [kendalltau(x.numpy(), y.numpy()).statistic for x, y in zip(a, b)]
+    np.testing.assert_allclose(ours.numpy(), reference, atol=1e-12)
+
+
+def test_tau_rejects_mismatched_shapes_and_is_nan_for_single_units():
+    with pytest.raises(ValueError, match="shapes differ"):
+        pf.kendall_tau(torch.arange(3), torch.arange(4))
+    assert torch.isnan(pf.kendall_tau(torch.arange(1), torch.arange(1)))
+
+
+def test_consecutive_tau_compares_unit_rankings():
+    # sorted positions of 5 units; step 2 swaps the units in positions 0 and 1 (adjacent ranks)
+    p0 = torch.tensor([3, 1, 4, 0, 2])
+    p1 = p0[[1, 0, 2, 3, 4]]
+    tau = pf.consecutive_tau(torch.stack([p0, p0, p1]))
+    assert tau[0] == 1.0
+    assert tau[1] == pytest.approx(1 - 2 / 10)  # one discordant pair out of 10
+    r0, r1 = pf.ranks(p0), pf.ranks(p1)
+    assert torch.equal(r0[p0], torch.arange(5))  # rank of the unit in position i is i
+    assert tau[1] == pytest.approx(kendalltau(r0.numpy(), r1.numpy()).statistic)
+
+
+def test_permutation_taus_see_a_swap_of_units_and_nothing_else(one_torch_thread):
+    spec = mlp_spec([6, 5, 4, 3])
+    state = random_state(spec, 1, seed=3)
+    sym = unit_groups(spec)
+    swap = {"layers.0": torch.tensor([[1, 0, 2, 3, 4]])}
+    swapped = apply_permutations(state, sym, swap)
+    series = {k: torch.cat([state[k], state[k], swapped[k]]) for k in state}
+    taus = pf.permutation_taus(series, spec)
+    assert set(taus) == {(key, g) for key in pf.KEYS for g in ("layers.0", "layers.1")}
+    for key in pf.KEYS:
+        assert taus[(key, "layers.0")][0] == 1.0 and taus[(key, "layers.0")][1] < 1.0
+        np.testing.assert_array_equal(taus[(key, "layers.1")], [1.0, 1.0])
+
+
+# ---------------------------------------------------------------- permutation frequency
+
+def test_frequency_settings_shorten_the_recipe():
+    base = {"epochs": 12, "batch_size": 64, "lr": 0.04, "milestones": [2, 6, 9], "gamma": 0.5}
+    assert pf.FrequencySettings.from_dict({"epochs": 4}).recipe(base).milestones == (2,)
+    assert pf.FrequencySettings.from_dict({"epochs": 4, "milestones": [1, 3]}).recipe(base).milestones == (1, 3)
+    assert pf.FrequencySettings.from_dict({}).recipe(base).epochs == 12
+    with pytest.raises(ValueError, match="unknown key 'run'"):
+        pf.FrequencySettings.from_dict({"run": 2})
+    recipe = pf.FrequencySettings.from_dict({"epochs": 4, "milestones": [1, 3]}).recipe(base)
+    assert pf.milestone_steps(recipe, 130) == [3, 9]  # 3 steps per epoch (64 + 64 + 2)
+
+
+def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
+    from symbnn.data import load_dataset
+    from symbnn.train.recipe import Recipe
+
+    train = load_dataset("digits", "train", "data").subset(slice(0, 128))
+    recipe = Recipe(epochs=2, batch_size=32, lr=0.04, momentum=0.9, milestones=(1,), gamma=0.5)
+    settings = pf.FrequencySettings(runs=2, every_k_steps=3)
+    table, perms = pf.run_frequency({"name": "optunet"}, recipe, train, settings)
+    # 8 steps: snapshots at 0, 3, 6 and the last step 8 -> 3 consecutive pairs per run, key, group
+    assert table.height == 2 * 2 * 3 * 3
+    assert sorted(set(table["step"].to_list())) == [3, 6, 8]
+    assert set(table["group"].to_list()) == {"conv1", "conv2", "fc1"}
+    assert table["tau"].is_between(-1, 1).all()
+    assert table.filter(table["step"] == 8)["lr"].to_list() == [0.02] * 12
+    curve = pf.mean_tau(table)
+    assert curve.height == 2 * 3
+    counts = pf.summary(table, pf.milestone_steps(recipe, len(train)))
+    assert counts.height == 6 and (counts["pairs"] == 6).all()
+    # the permutations behind the taus: 4 snapshots per run, key and group, each a permutation
+    assert perms.height == 2 * 2 * 3 * 4
+    fc1 = perms.filter(perms["group"] == "fc1")["perm"].to_list()
+    assert all(sorted(p) == [0, 1, 2] for p in fc1)
+    run0 = perms.filter((perms["run"] == 0) & (perms["key"] == "max") & (perms["group"] == "conv2")).sort("step")
+    expected = pf.consecutive_tau(torch.tensor(run0["perm"].to_list())).numpy()
+    got = table.filter((table["run"] == 0) & (table["key"] == "max") & (table["group"] == "conv2")).sort("step")
+    np.testing.assert_array_equal(got["tau"].to_numpy(), expected)
+    # the same seed retrains to the same snapshots
+    again, _ = pf.run_frequency({"name": "optunet"}, recipe, train, settings)
+    assert again.equals(table)
+
+
+# ---------------------------------------------------------------- stacked MLP trainer
+
+@pytest.fixture(scope="module")
+def toy_problem():
+    return toy.toy_data(50, ((-2.0, -2.0), (2.0, 2.0)), seed=1)
+
+
+def test_toy_data_is_separable_balanced_and_seeded(toy_problem):
+    x, y = toy_problem
+    assert x.shape == (100, 2) and int(y.sum()) == 50
+    side = (x.double() @ torch.tensor([4.0, 4.0], dtype=torch.float64))
+    assert bool((side[y == 1] > 0).all()) and bool((side[y == 0] < 0).all())
+    x2, _ = toy.toy_data(50, ((-2.0, -2.0), (2.0, 2.0)), seed=1)
+    assert torch.equal(x, x2)
+    with pytest.raises(ValueError, match="must differ"):
+        toy.toy_data(5, ((1.0, 1.0), (1.0, 1.0)), seed=0)
+
+
+def test_stacked_forward_matches_the_mlp_module():
+    spec = mlp_spec([3, 4, 5, 1])
+    state = random_state(spec, 4, seed=2)
+    x = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(stacked_forward(state, x), outputs(spec, state, x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss, lr", [("bce", 0.5), ("mse", 0.02)])
+def test_batched_trainer_agrees_with_the_one_network_loop(toy_problem, loss, lr, one_torch_thread):
+    x, y = toy_problem
+    seeds = [4, 9, 17]
+    stacked = train_stacked([2, 3, 1], x, y, seeds, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64)
+    for k, seed in enumerate(seeds):
+        alone = train_reference([2, 3, 1], x, y, seed, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64)
+        assert torch.isfinite(alone["layers.0.weight"]).all()
+        initial = seeded_states([2, 3, 1], [seed], torch.float64)["layers.0.weight"][0]
+        assert not torch.equal(alone["layers.0.weight"], initial)
+        for name, tensor in alone.items():
+            torch.testing.assert_close(stacked[name][k], tensor, rtol=1e-10, atol=1e-12)
+
+
+def test_toy_training_is_reproducible_per_seed(toy_problem, one_torch_thread):
+    x, y = toy_problem
+    settings = toy.ToySettings(n_networks=6, first_seed=10, epochs=2)
+    first, second = toy.train_toy(settings, x, y), toy.train_toy(settings, x, y)
+    for name in first:
+        assert torch.equal(first[name], second[name])
+    # a seed's network does not depend on the seeds trained with it
+    alone = toy.train_toy(toy.ToySettings(n_networks=1, first_seed=13, epochs=2), x, y)
+    for name in first:
+        torch.testing.assert_close(alone[name][0], first[name][3], rtol=1e-6, atol=1e-6)
+    # and different seeds give different networks
+    assert not torch.equal(first["layers.0.weight"][0], first["layers.0.weight"][1])
+    assert seeded_states([2, 2, 1], [10])["layers.0.weight"].shape == (1, 2, 2)
+
+
+# ---------------------------------------------------------------- toy posterior
+
+@pytest.fixture(scope="module")
+def trained_toy(toy_problem):
+    x, y = toy_problem
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    state = toy.train_toy(toy.ToySettings(n_networks=64, epochs=3), x, y)
+    torch.set_num_threads(before)
+    return state
+
+
+def test_every_symmetry_form_computes_the_same_function(trained_toy):
+    forms = toy.symmetry_forms(trained_toy, norm=3.0)
+    assert set(forms) == set(toy.STAGES)
+    x = toy.check_inputs(300, seed=5)
+    for stage, form in forms.items():
+        assert form["layers.0.weight"].dtype == torch.float64
+        gaps = toy.function_gaps(forms["trained"], form, x)
+        assert gaps.shape == (64,) and float(gaps.max()) < 1e-5, stage
+    # the forms do transform: rows of norm 3, output weights sorted, canonical order by max key
+    rows = forms["scaled"]["layers.0.weight"].norm(dim=2)
+    torch.testing.assert_close(rows, torch.full_like(rows, 3.0))
+    w = forms["sorted_output"]["layers.1.weight"][:, 0, :]
+    assert bool((w[:, 0] >= w[:, 1]).all())
+    assert not torch.allclose(forms["scaled"]["layers.1.weight"], forms["trained"]["layers.1.weight"].double())
+    keys = forms["canonical"]["layers.0.weight"].max(dim=2).values
+    assert bool((keys[:, 0] >= keys[:, 1]).all())
+
+
+def test_function_gaps_catch_a_wrong_transform(trained_toy):
+    forms = toy.symmetry_forms(trained_toy)
+    broken = dict(forms["scaled"])
+    broken["layers.1.weight"] = broken["layers.1.weight"].flip(-1)  # outgoing weights without incoming rows
+    gaps = toy.function_gaps(forms["trained"], broken, toy.check_inputs(100))
+    assert float(gaps.max()) > 1e-3
+
+
+def test_inliers_remove_exactly_the_high_loss_networks():
+    losses = np.array([0.01, 0.5, 0.1, np.nan, 0.099, np.inf, 0.2])
+    kept = toy.inliers(losses, 0.1)
+    np.testing.assert_array_equal(kept, [True, False, True, False, True, False, False])
+    state = {"w": torch.arange(7.0)}
+    assert toy.select(state, kept)["w"].tolist() == [0.0, 2.0, 4.0]
+
+
+def test_run_toy_drops_the_networks_above_the_threshold_and_checks_functions(one_torch_thread):
+    settings = toy.ToySettings(n_networks=40, epochs=1, n_per_class=30, max_loss=1.0, check_inputs=64)
+    probe = toy.run_toy(settings)
+    threshold = float(np.median(probe.losses))
+    result = toy.run_toy(toy.ToySettings(n_networks=40, epochs=1, n_per_class=30, max_loss=threshold,
+                                         check_inputs=64))
+    np.testing.assert_array_equal(result.kept, probe.losses <= threshold)
+    assert 0 < (~result.kept).sum() < 40
+    assert result.forms["trained"]["layers.0.weight"].shape[0] == int(result.kept.sum())
+    # the kept networks are the ones whose recomputed loss is low
+    x, y = result.inputs, result.labels
+    np.testing.assert_allclose(dataset_loss(result.forms["trained"], x, y, "bce").numpy(),
+                               result.losses[result.kept], rtol=1e-12)
+    assert max(result.gaps.values()) < settings.tolerance
+    table = toy.weights_table(result)
+    assert table.height == int(result.kept.sum()) and "canonical_w2" in table.columns
+    summary = toy.summary_table(result, toy.ToySettings(max_loss=threshold))
+    assert summary.columns == ["quantity", "value"] and summary.height == 8
+    with pytest.raises(ValueError, match="every network is an outlier"):
+        toy.run_toy(toy.ToySettings(n_networks=4, epochs=1, n_per_class=10, max_loss=1e-12))
+
+
+def test_toy_settings_name_bad_keys():
+    with pytest.raises(ValueError, match="unknown key 'n_network'"):
+        toy.ToySettings.from_dict({"n_network": 3})
+    with pytest.raises(ValueError, match="class_means"):
+        toy.ToySettings.from_dict({"class_means": [[0, 0]]})
+    assert toy.ToySettings.from_dict({"class_means": [[0, 1], [2, 3]]}).class_means == ((0.0, 1.0), (2.0, 3.0))
+
+
+def test_toy_figure_is_written(trained_toy, tmp_path, toy_problem):
+    x, y = toy_problem
+    forms = toy.symmetry_forms(trained_toy)
+    result = toy.ToyPosterior(x, y, np.arange(64), np.zeros(64), np.ones(64, bool), forms, {})
+    toy.toy_figure(result, tmp_path / "toy.png", bins=20)
+    assert (tmp_path / "toy.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- marginals
+
+def exchangeable_state(n=400, seed=0, shift_unit0=0.0):
+    """An MLP 3-4-5-1 "posterior" whose units are exchangeable: every weight i.i.d. N(0, 1),
+    optionally with unit 0 of the first layer shifted."""
+    g = torch.Generator().manual_seed(seed)
+    state = {name: torch.randn(n, *shape, generator=g, dtype=torch.float64)
+             for name, shape in (("layers.0.weight", (4, 3)), ("layers.0.bias", (4,)),
+                                 ("layers.1.weight", (5, 4)), ("layers.1.bias", (5,)),
+                                 ("layers.2.weight", (1, 5)), ("layers.2.bias", (1,)))}
+    state["layers.0.weight"][:, 0, :] += shift_unit0
+    return state
+
+
+def test_unit_samples_take_rows_of_hidden_layers_and_columns_of_the_output_layer():
+    state = exchangeable_state(n=6)
+    samples = mg.unit_samples(state)
+    assert samples["layers.0.weight"].shape == (4, 3, 6)
+    assert samples["layers.2.weight"].shape == (5, 1, 6)
+    assert samples["layers.2.weight"][3, 0, 2] == state["layers.2.weight"][2, 0, 3]
+    assert samples["layers.1.weight"][1, 2, 5] == state["layers.1.weight"][5, 1, 2]
+
+
+def test_ks_table_has_one_row_per_unit_pair_and_coordinate_with_sane_p_values():
+    tests = mg.ks_tests({"trained": exchangeable_state()})
+    # layer 0: C(4,2)=6 pairs x 3 coordinates; layer 1: C(5,2)=10 x 4; output: C(5,2)=10 x 1
+    assert tests.height == 18 + 40 + 10
+    assert tests["pvalue"].is_between(0, 1).all() and tests["statistic"].is_between(0, 1).all()
+    assert (tests["n"] == 400).all()
+    summary = mg.ks_summary(tests)
+    # same distribution: p-values spread over [0, 1], few rejections
+    assert summary.height == 3
+    assert (summary["median_p"] > 0.2).all()
+    assert (summary["rejected_at_0.05"] < 0.25).all()
+
+
+def test_ks_tests_reject_a_shifted_unit():
+    tests = mg.ks_tests({"trained": exchangeable_state(shift_unit0=1.0)})
+    layer0 = tests.filter(tests["layer"] == "layers.0.weight")
+    with_unit0 = layer0.filter(layer0["unit_a"] == 0)
+    assert (with_unit0["pvalue"] < 1e-6).all()
+    assert (layer0.filter(layer0["unit_a"] > 0)["pvalue"] > 1e-4).all()
+
+
+def test_canonical_sorting_makes_exchangeable_units_differ():
+    state = exchangeable_state()
+    stages = mg.symmetry_stages(state, (3, 4, 5, 1))
+    summary = mg.ks_summary(mg.ks_tests(stages))
+    trained = summary.filter(summary["stage"] == "trained")
+    canonical = summary.filter(summary["stage"] == "canonical")
+    # hidden rows are sorted by their own largest weight; the output columns (outgoing weights,
+    # independent of the incoming ones in this synthetic posterior) may stay exchangeable
+    hidden = ["layers.0.weight", "layers.1.weight"]
+    before = trained.filter(trained["layer"].is_in(hidden))["rejected_at_0.05"].to_numpy()
+    after = canonical.filter(canonical["layer"].is_in(hidden))["rejected_at_0.05"].to_numpy()
+    assert (after > 0.5).all() and (before < 0.25).all()
+    assert summary["stage"].to_list()[:3] == ["trained"] * 3
+
+
+def test_run_marginals_end_to_end_small(one_torch_thread, tmp_path):
+    settings = mg.MarginalSettings(n_networks=12, hidden=(3,), epochs=2)
+    result = mg.run_marginals(settings)
+    assert result.summary.height == 3 * 2  # three stages, two weight tensors
+    assert result.losses.shape == (12,) and np.isfinite(result.losses).all()
+    x = torch.randn(5, 10, dtype=torch.float64)
+    for stage in mg.STAGES:
+        torch.testing.assert_close(stacked_forward(result.stages[stage], x),
+                                   stacked_forward(result.stages["trained"], x), rtol=1e-9, atol=1e-9)
+    mg.marginals_figure(result, tmp_path / "m.png", units=2)
+    assert (tmp_path / "m.png").exists()
+
+
+def test_marginal_settings_name_bad_values():
+    with pytest.raises(ValueError, match="unknown dataset 'iris'"):
+        mg.MarginalSettings.from_dict({"dataset": "iris"})
+    with pytest.raises(ValueError, match="hidden"):
+        mg.MarginalSettings.from_dict({"hidden": [1]})
+    with pytest.raises(ValueError, match="unknown key 'width'"):
+        mg.MarginalSettings.from_dict({"width": 3})
+
+
+# ---------------------------------------------------------------- which analyses a run builds
+
+def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
+    from symbnn.analyses import plan
+
+    experiments = {"a": {"model": {"name": "optunet"}}, "b": {"model": {"name": "resnet18"}}}
+    config = {"run": ["a", "b"], "experiments": experiments}
+    targets = plan.targets(config)  # no analyses block: every analysis with its defaults
+    assert "results/analyses/report/toy_posterior.png" in targets
+    assert "results/analyses/report/marginals_summary.md" in targets
+    assert "results/a/report/permutation_frequency.png" in targets
+    assert not any(t.startswith("results/b/") for t in targets)  # ResNet-18 is not retrained here
+    off = {**config, "analyses": {"toy": False, "permutation_frequency": False, "marginals": {"epochs": 3}}}
+    assert plan.targets(off) == ["results/analyses/report/marginals.png",
+                                 "results/analyses/report/marginals_summary.md"]
+    assert plan.settings(off, "marginals") == {"epochs": 3} and plan.settings(off, "toy") is None
+    with pytest.raises(ValueError, match="'analyses' is taken"):
+        plan.targets({"run": ["a"], "experiments": {"analyses": experiments["a"]}})
+
+
+def test_the_repository_config_validates_with_its_analyses_block():
+    from symbnn.config import ConfigError, validate_config
+    from conftest import repo_config
+
+    config = repo_config()
+    assert set(config["analyses"]) == {"toy", "permutation_frequency", "marginals"}
+    validate_config(config)
+    for section, bad in (("toy", {"n_networks": 0}), ("marginals", {"hidden": [1]}),
+                         ("permutation_frequency", {"every": 2})):
+        broken = {**config, "analyses": {**config["analyses"], section: bad}}
+        with pytest.raises(ConfigError, match=f"analyses.{section}"):
+            validate_config(broken)
+    validate_config({**config, "analyses": {"toy": False}})
