@@ -1,0 +1,22 @@
+"""Rule alignment_barrier: two target networks, the loss along the path between them without
+and with alignment (weight matching), the barrier table and the interpolation plot."""
+
+from symbnn.alignment.figures import interpolation_figure
+from symbnn.alignment.stores import converged_pair, store_barriers
+from symbnn.report.tables import write_table
+from symbnn.runlog import log_to
+
+with log_to(snakemake.log[0]):
+    store = snakemake.input.store
+    row_a, row_b = converged_pair(store)
+    options = snakemake.params.alignment
+    curves, barriers = store_barriers(store, store, row_a=row_a, row_b=row_b, data_root=snakemake.params.data_root,
+                                      splits=tuple(options["splits"]), points=options["points"],
+                                      bn_batches=options["bn_batches"], max_sweeps=options["max_sweeps"])
+    barriers = barriers.with_columns(row_a=row_a, row_b=row_b)
+    write_table(curves, snakemake.output.curves)
+    write_table(barriers, snakemake.output.table)
+    write_table(barriers, snakemake.output.html)
+    interpolation_figure(curves, snakemake.output.figure,
+                         title=f"{snakemake.wildcards.experiment}: target networks {row_a} and {row_b}")
+    print(barriers)

@@ -1,0 +1,19 @@
+"""Rule variational_alignment: two mean-field posteriors of the toy MLP, the path between
+them without and with alignment (means and stds), barrier table and plot."""
+
+from symbnn import symvi
+from symbnn.alignment.figures import interpolation_figure
+from symbnn.alignment.interpolation import barrier_table
+from symbnn.report.tables import write_table
+from symbnn.runlog import log_to
+
+with log_to(snakemake.log[0]):
+    options = snakemake.params.alignment
+    curves = symvi.variational_alignment_curves(snakemake.params.settings, points=options["points"],
+                                                samples=options["vi_samples"])
+    barriers = barrier_table(curves)
+    write_table(curves, snakemake.output.curves)
+    write_table(barriers, snakemake.output.table)
+    write_table(barriers, snakemake.output.html)
+    interpolation_figure(curves, snakemake.output.figure, title="mean-field VI, two-Gaussian MLP task")
+    print(barriers)
