@@ -5,8 +5,13 @@
 from snakemake.utils import min_version, validate
 
 import symbnn.config
+import symbnn.jobenv
 
 min_version("9.0")
+
+# With `--sdm conda` jobs run in envs/symbnn.yaml, which holds symbnn's dependencies but not
+# symbnn itself: they import it from this checkout.
+symbnn.jobenv.put_sources_on_pythonpath(workflow.basedir)
 
 
 configfile: "config.yaml"
@@ -25,9 +30,13 @@ include: "rules/symmetry.smk"
 include: "rules/methods.smk"
 include: "rules/mmd.smk"
 include: "rules/report.smk"
+include: "rules/analyses.smk"
+include: "rules/alignment.smk"
 
 
 rule all:
     default_target: True
     input:
         all_targets(),
+        *analyses_targets(),
+        *alignment_targets(),

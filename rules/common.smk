@@ -1,5 +1,7 @@
 # Shared helpers: where outputs live, which shards an experiment has, resources from config.
 
+import functools
+
 import symbnn.config
 import symbnn.methods.registry
 import symbnn.methods.sampling
@@ -55,6 +57,51 @@ def train_partition(wildcards):
     return slurm.get("cpu_partition", "cpu")
 
 
+def cpus_per_gpu(wildcards):
+    """The job's threads per GPU (the Slurm plugin's --cpus-per-gpu); 0 leaves CPU jobs to
+    --cpus-per-task."""
+    gpus = compute(wildcards, "gpus", 0)
+    return max(1, compute(wildcards, "threads", 1) // gpus) if gpus else 0
+
+
+# Models from this many parameters up (ResNet-18: 11M) get a GPU for their layer-wise MMD:
+# the L1 distances of 1100 samples cost minutes per million weights on a CPU (FACTS.md).
+LARGE_MMD_PARAMETERS = 1_000_000
+
+
+@functools.cache
+def n_parameters(experiment):
+    """Parameter count of an experiment's model, built on the meta device (no memory)."""
+    import torch
+    from symbnn.models import build_model
+
+    with torch.device("meta"):
+        model = build_model(EXPERIMENTS[experiment]["model"])
+    return sum(p.numel() for p in model.parameters())
+
+
+def mmd_gpus(wildcards):
+    """The experiment's GPUs for the MMD of a large model; small models stay on CPUs."""
+    return compute(wildcards, "gpus", 0) if n_parameters(wildcards.experiment) >= LARGE_MMD_PARAMETERS else 0
+
+
+def mmd_partition(wildcards):
+    slurm = config.get("slurm", {})
+    return slurm.get("gpu_partition", "gpu") if mmd_gpus(wildcards) else slurm.get("cpu_partition", "cpu")
+
+
+def store_runtime(base):
+    """Minutes for a job that reads or writes every weight of the target posterior: `base`
+    plus 2 min per GB (1000 ResNet-18s are 45 GB of float32)."""
+
+    def runtime(wildcards):
+        posterior = EXPERIMENTS[wildcards.experiment]["posterior"]
+        gigabytes = posterior["n_samples"] * n_parameters(wildcards.experiment) * 4 / 1e9
+        return base + int(2 * gigabytes)
+
+    return runtime
+
+
 def all_targets():
     targets = []
     for experiment in RUN:
@@ -67,6 +114,7 @@ def all_targets():
         ]
         if "mmd" in EXPERIMENTS[experiment]:
             targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
+        targets.append(f"{RESULTS}/{experiment}/report/collapse.png")
         if method_variants(experiment):
             targets.append(f"{RESULTS}/{experiment}/report/table1.md")
     return targets
@@ -112,3 +160,31 @@ def method_variants(experiment):
     """(method, variant) pairs an experiment's `methods` section turns on."""
     registry = symbnn.methods.registry
     return [(m, v) for m in registry.configured_methods(methods_of(experiment)) for v in registry.variants(m)]
+
+
+# Alignment and symmetrised VI (rules/alignment.smk).
+ALIGNMENT_DEFAULTS = {"points": 11, "splits": ["train", "test"], "bn_batches": 20, "max_sweeps": 100,
+                      "vi_samples": 32}
+
+
+def alignment_options(wildcards):
+    return key_sorted({**ALIGNMENT_DEFAULTS, **EXPERIMENTS[wildcards.experiment].get("alignment", {})})
+
+
+def symmetrised_vi_settings(wildcards):
+    return key_sorted(EXPERIMENTS[wildcards.experiment].get("symmetrised_vi", {}))
+
+
+def alignment_targets():
+    """Barrier table and plot for every experiment with two target networks or more; the
+    toy-task VI outputs for experiments with a `symmetrised_vi` section."""
+    targets = []
+    for experiment in RUN:
+        settings = EXPERIMENTS[experiment]
+        if settings["posterior"]["n_samples"] >= 2:
+            targets += [f"{RESULTS}/{experiment}/report/alignment_barrier.md",
+                        f"{RESULTS}/{experiment}/report/alignment_interpolation.png"]
+        if "symmetrised_vi" in settings:
+            targets += [f"{RESULTS}/{experiment}/report/symmetrised_vi.md",
+                        f"{RESULTS}/{experiment}/report/variational_alignment.png"]
+    return targets

@@ -12,6 +12,13 @@ rule mmd_deep_ensembles:
         per_layer=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/per_layer.parquet",
         summary=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/summary.parquet",
         summary_md=f"{RESULTS}/{{experiment}}/report/mmd_deep_ensembles.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/mmd_deep_ensembles.html",
+            caption="../report/mmd_deep_ensembles.rst",
+            category="Target posterior",
+            subcategory="{experiment}",
+            labels={"table": "Deep Ensembles check", "experiment": "{experiment}"},
+        ),
     params:
         mmd=lambda wc: EXPERIMENTS[wc.experiment]["mmd"],
         device=config.get("device", "auto"),
@@ -21,8 +28,10 @@ rule mmd_deep_ensembles:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd_deep_ensembles.tsv"
     threads: 2
     resources:
-        mem_mb=4000,
+        mem_mb=lambda wc: 16000 if mmd_gpus(wc) else 4000,
         runtime=120,
+        gpu=mmd_gpus,
+        slurm_partition=mmd_partition,
     conda:
         "../envs/symbnn.yaml"
     script:
@@ -51,8 +60,10 @@ rule mmd_method:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd/{{method}}/{{variant}}.tsv"
     threads: 2
     resources:
-        mem_mb=4000,
+        mem_mb=lambda wc: 16000 if mmd_gpus(wc) else 4000,
         runtime=120,
+        gpu=mmd_gpus,
+        slurm_partition=mmd_partition,
     conda:
         "../envs/symbnn.yaml"
     script:

@@ -12,6 +12,13 @@ rule posterior_tables:
         samples_csv=f"{RESULTS}/{{experiment}}/report/posterior_samples.csv",
         store_csv=f"{RESULTS}/{{experiment}}/report/posterior_store.csv",
         store_md=f"{RESULTS}/{{experiment}}/report/posterior_store.md",
+        training_html=report(
+            f"{RESULTS}/{{experiment}}/report/posterior_training.html",
+            caption="../report/posterior_training.rst",
+            category="Target posterior",
+            subcategory="{experiment}",
+            labels={"table": "training summary", "experiment": "{experiment}"},
+        ),
     log:
         f"{RESULTS}/{{experiment}}/logs/posterior_tables.log",
     benchmark:
@@ -95,3 +102,62 @@ rule method_tables:
         "../envs/symbnn.yaml"
     script:
         "../workflow_scripts/method_tables.py"
+
+
+use rule predict as predict_target with:
+    message:
+        "Predicting the test and OOD sets with every target network of {wildcards.experiment}"
+    input:
+        store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+    output:
+        predictions=directory(f"{RESULTS}/{{experiment}}/posterior/predictions.zarr"),
+    params:
+        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
+        batch=lambda wc: EXPERIMENTS[wc.experiment].get("methods", {}).get("predict_batch", 1000),
+        data_root=config.get("data_root", "data"),
+        download=config.get("download", False),
+        device=config.get("device", "auto"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/predict_target.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/predict_target.tsv"
+
+
+rule functional_collapse:
+    message:
+        "Functional collapse in {wildcards.experiment}: pairwise MI of target networks, ID vs OOD"
+    input:
+        store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        predictions=f"{RESULTS}/{{experiment}}/posterior/predictions.zarr",
+    output:
+        pairs=f"{RESULTS}/{{experiment}}/collapse/pairs.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/collapse.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/collapse.html",
+            caption="../report/collapse.rst",
+            category="Functional collapse",
+            subcategory="{experiment}",
+            labels={"table": "pairwise MI summary", "experiment": "{experiment}"},
+        ),
+        figure=report(
+            f"{RESULTS}/{{experiment}}/report/collapse.png",
+            caption="../report/collapse.rst",
+            category="Functional collapse",
+            subcategory="{experiment}",
+            labels={"figure": "pairwise MI (Figure 3)", "experiment": "{experiment}"},
+        ),
+    params:
+        pairs=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("pairs", 1000),
+        seed=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("seed", 0),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/functional_collapse.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/functional_collapse.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/symbnn.yaml"
+    script:
+        "../workflow_scripts/functional_collapse.py"

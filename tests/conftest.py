@@ -56,10 +56,27 @@ def tiny_experiment(n_samples, shard_size=2):
     tiny["data"].update(train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
     tiny["recipe"].update(epochs=1, milestones=[])
     tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size, min_accuracy=0.0)
-    # callers that want the MMD check or the methods set their own, tiny, sections
-    tiny.pop("mmd", None)
-    tiny.pop("methods", None)
+    # callers that want the MMD check, the methods or the alignment analyses set their own,
+    # tiny, sections
+    for section in ("mmd", "methods", "alignment", "symmetrised_vi"):
+        tiny.pop(section, None)
     return tiny
+
+
+# The experiment-independent analyses (rules/analyses.smk) cut down to seconds, and switched off.
+TINY_ANALYSES = {
+    "toy": {"n_networks": 200, "epochs": 2, "n_per_class": 50, "max_loss": 0.3, "check_inputs": 64},
+    "permutation_frequency": {"runs": 2, "every_k_steps": 2, "epochs": 2, "milestones": [1]},
+    "marginals": {"n_networks": 24, "hidden": [4, 4], "epochs": 2},
+}
+NO_ANALYSES = {name: False for name in TINY_ANALYSES}
+
+
+def workflow_config(experiments, analyses=None, **top):
+    """The repository's config running `experiments` (name -> settings), with the analyses
+    given (default: none)."""
+    return {**repo_config(), "run": list(experiments), "experiments": experiments,
+            "analyses": analyses or NO_ANALYSES, **top}
 
 
 def assert_sample_contract(samples, reference, count):

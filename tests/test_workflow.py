@@ -13,7 +13,7 @@ import yaml
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 
-from conftest import repo_config, tiny_experiment
+from conftest import TINY_ANALYSES, tiny_experiment, workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -29,11 +29,16 @@ TINY_METHODS = {
 
 
 def tiny_config(methods=True):
+    """Every rule of the workflow at toy size; with methods=False only the target posterior."""
     tiny = tiny_experiment(n_samples=4)
     tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
-    if methods:
-        tiny["methods"] = TINY_METHODS
-    return {**repo_config(), "run": ["tiny"], "experiments": {"tiny": tiny}}
+    if not methods:
+        return workflow_config({"tiny": tiny})
+    tiny["methods"] = TINY_METHODS
+    tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5, "vi_samples": 4}
+    tiny["symmetrised_vi"] = {"hidden": 3, "steps": 40, "seeds": [0], "target_runs": 4, "target_epochs": 2,
+                              "mmd_samples": 4, "eval_samples": 16, "n_test": 100}
+    return workflow_config({"tiny": tiny}, TINY_ANALYSES)
 
 
 def snakemake(workdir, *args, check=True):
@@ -120,6 +125,23 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
     assert table1.null_count().sum_horizontal()[0] == 0
     assert "\\toprule" in (results / "report" / "table1.tex").read_text()
     assert pl.read_parquet(results / "report" / "table2.parquet").height == len(pairs)
+
+
+def test_report_holds_every_table_and_figure(finished_run):
+    import base64
+
+    snakemake(finished_run, "--report", "report.html")
+    html = (finished_run / "report.html").read_text()
+    results = finished_run / "results"
+    tiny = ("posterior_training.html", "minmass.png", "mmd_deep_ensembles.html", "collapse.png", "collapse.html",
+            "table1.html", "table2.html", "findings.html", "permutation_frequency.png",
+            "permutation_frequency_summary.html", "alignment_barrier.html", "alignment_interpolation.png",
+            "symmetrised_vi.html", "variational_alignment.html", "variational_alignment.png")
+    shared = ("toy_posterior.png", "toy_summary.html", "marginals.png", "marginals_summary.html")
+    for path in [results / "tiny" / "report" / n for n in tiny] + [results / "analyses" / "report" / n for n in shared]:
+        assert base64.b64encode(path.read_bytes()).decode() in html, path.name
+    for caption in ("Table 1 of the paper for experiment tiny", "Functional collapse in tiny"):
+        assert caption in html
 
 
 def planned_outputs(workdir):

@@ -11,6 +11,7 @@ with log_to(snakemake.log[0]):
     layout = store_table(store)
     write_table(summary, snakemake.output.training_csv)
     write_table(summary, snakemake.output.training_md)
+    write_table(summary, snakemake.output.training_html)
     write_table(per_sample_table(store), snakemake.output.samples_csv)
     write_table(layout, snakemake.output.store_csv)
     write_table(layout, snakemake.output.store_md)

@@ -15,6 +15,7 @@ significant digits of each probability, more than the metrics' reporting precisi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -115,6 +116,43 @@ class Predictions:
             return np.asarray(self.group[name][rows])
         except Exception as exc:
             raise StoreError(f"{self.path}: cannot read {name} (corrupted chunk?): {exc}") from exc
+
+    def validate(self) -> None:
+        """Read every chunk, sample by sample; raise StoreError naming the array and sample
+        when one is unreadable, has the wrong shape, or holds NaN/inf or rows not summing to 1."""
+        shapes = {}
+        for name in ("test", "ood"):
+            array = self.group[name] if name in self.group else None
+            if array is None or array.ndim != 3 or array.shape[0] != self.n_samples:
+                raise StoreError(f"{self.path}: {name} must have shape ({self.n_samples}, N, C), "
+                                 f"got {None if array is None else array.shape}")
+            shapes[name] = array.shape
+            for index in range(self.n_samples):
+                probs = self.read(name, index).astype(np.float32)
+                if not np.isfinite(probs).all():
+                    raise StoreError(f"{self.path}: {name}[{index}] holds NaN or inf")
+                if probs.size and np.abs(probs.sum(-1) - 1).max() > 1e-2:  # float16 storage
+                    raise StoreError(f"{self.path}: {name}[{index}] has rows that do not sum to 1")
+        for name in ("labels", "test_accuracy"):
+            if name in self.group:
+                self.read(name)
+
+
+def is_predictions(path: str | os.PathLike) -> bool:
+    """Whether the Zarr group at `path` says it is a predictions store (not a weight store)."""
+    try:
+        meta = json.loads((Path(path) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return meta.get("attributes", {}).get("format") == FORMAT
+
+
+def validate_any(path: str | os.PathLike) -> None:
+    """Read every chunk of a weight store or a predictions store, whichever `path` is."""
+    if is_predictions(path):
+        open_predictions(path).validate()
+    else:
+        open_store(path).validate(check_values=True)
 
 
 def open_predictions(path: str | os.PathLike) -> Predictions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from symbnn.predictions import validate_any
 from symbnn.store import StoreError, open_store, summary
 
 
@@ -26,7 +27,7 @@ def _info(args) -> int:
 
 def _validate(args) -> int:
     try:
-        open_store(args.path).validate(check_values=True)
+        validate_any(args.path)
     except StoreError as exc:
         print(f"INVALID: {exc}")
         return 1

@@ -14,7 +14,8 @@ import polars as pl  # noqa: E402
 from symbnn.atomic import atomic_write  # noqa: E402
 
 
-def _save(fig, path: str | os.PathLike) -> None:
+def save_figure(fig, path: str | os.PathLike) -> None:
+    """Write `fig` to `path` atomically (a reader never sees half a PNG) and free it."""
     try:
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, bbox_inches="tight"))
     finally:
@@ -48,7 +49,7 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
     right.legend()
     if title:
         fig.suptitle(title)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
@@ -64,3 +65,23 @@ def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
         "reduction_median": [float(((ok["mass_before"] - ok["mass_after"]) / ok["mass_before"]).median())],
         "max_iterations": [int(ok["iterations"].max())],
     })
+
+
+def collapse_figure(pairs: pl.DataFrame, summary: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:
+    """Paper Figure 3 style: histograms of the pairwise ID and OOD mutual information, and
+    the ID-vs-OOD scatter with its Pearson correlation."""
+    fig, (left, centre, right) = plt.subplots(1, 3, figsize=(14, 4))
+    id_mi, ood_mi = pairs["id_mi"].to_numpy(), pairs["ood_mi"].to_numpy()
+    left.hist(id_mi, bins=30, color="tab:blue")
+    left.set_xlabel("pairwise MI, in distribution (nats)")
+    left.set_ylabel("pairs")
+    centre.hist(ood_mi, bins=30, color="tab:orange")
+    centre.set_xlabel("pairwise MI, out of distribution (nats)")
+    row = summary.row(0, named=True)
+    right.scatter(id_mi, ood_mi, s=6, alpha=0.5)
+    right.set_xlabel("ID MI")
+    right.set_ylabel("OOD MI")
+    right.set_title(f"Pearson r = {row['pearson_r']:.3f} (p = {row['pearson_p']:.2g})")
+    if title:
+        fig.suptitle(title)
+    save_figure(fig, path)
