@@ -21,7 +21,8 @@ import numba
 import numpy as np
 import torch
 
-from symbnn.mmd.threads import threads_for, torch_threads_for
+from symbnn.mmd.threads import threads_for
+from symbnn.symmetry.threads import cpu_threads_for
 
 N_BANDWIDTHS = 10
 PAIR_CHUNK = 32768
@@ -224,7 +225,7 @@ def mmd_values(l1: torch.Tensor, l2sq: torch.Tensor, n: int,
     first ``n`` rows are the X (target) samples. Kernels are evaluated on distinct pairs only."""
     m = l1.shape[0] - n
     if bandwidths is None:
-        with torch_threads_for(n * m):
+        with cpu_threads_for(n * m, l1.device):  # a sort of the n x m cross distances: small
             bandwidths = all_bandwidths(l1, l2sq, n)
     lam1, lam2 = bandwidths[:N_BANDWIDTHS], bandwidths[N_BANDWIDTHS:]
     if l1.device.type == "cpu":

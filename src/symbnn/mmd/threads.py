@@ -1,4 +1,4 @@
-"""Serial numba (and torch) execution for small problems: waking a team of threads costs more than the
+"""Serial numba execution for small problems: waking a team of threads costs more than the
 work below a few million inner iterations, and far more on a busy, shared CPU."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numba
-import torch
 
 SERIAL_BELOW = 4_000_000
 
@@ -25,18 +24,3 @@ def threads_for(work: int) -> Iterator[None]:
     finally:
         numba.set_num_threads(previous)
 
-
-@contextmanager
-def torch_threads_for(work: int) -> Iterator[None]:
-    """Run the torch operations inside on one thread when ``work`` is small (e.g. selecting
-    bandwidths from 10^5 cross distances: 0.4 ms on one thread, tens of ms waking a second one
-    on a busy CPU)."""
-    if work >= SERIAL_BELOW:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
