@@ -1,6 +1,5 @@
 """Rule mmd_method: MMD and NS MMD of one method's samples against the target posterior."""
 
-from symbnn.device import resolve_device
 from symbnn.mmd.ensembles import method_mmd
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
@@ -9,7 +8,7 @@ with log_to(snakemake.log[0]):
     per_layer, summary = method_mmd(
         (snakemake.input.target, snakemake.input.target_canonical),
         (snakemake.input.samples, snakemake.input.samples_canonical),
-        pvalue=snakemake.params.pvalue, seed=snakemake.params.seed, device=resolve_device(snakemake.params.device),
+        pvalue=snakemake.params.pvalue, seed=snakemake.params.seed, device=snakemake.params.device,
     )
     write_table(per_layer, snakemake.output.per_layer)
     write_table(summary, snakemake.output.summary)

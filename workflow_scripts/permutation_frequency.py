@@ -10,7 +10,8 @@ from symbnn.analyses.permutation_frequency import (
     run_frequency,
     summary,
 )
-from symbnn.posterior import load_in_distribution, resolve_device
+from symbnn.device import resolve_device
+from symbnn.posterior import load_in_distribution
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
 

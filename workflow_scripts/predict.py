@@ -2,7 +2,8 @@
 
 import torch
 
-from symbnn.posterior import load_in_distribution, load_out_of_distribution, resolve_device
+from symbnn.device import resolve_device
+from symbnn.posterior import load_in_distribution, load_out_of_distribution
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.runlog import log_to
 

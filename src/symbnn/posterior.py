@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from symbnn.data import ImageData, load_dataset
-from symbnn.device import resolve_device  # noqa: F401  (re-exported: scripts import it from here)
+from symbnn.device import resolve_device
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 
 # Attributes that must agree between shards of one posterior.

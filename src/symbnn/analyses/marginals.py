@@ -27,6 +27,7 @@ import torch
 
 from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, train_stacked
 from symbnn.symmetry import apply_scales, canonicalize, unit_groups
+from symbnn.analyses.settings import known_keys
 
 STAGES = ("trained", "scaled", "canonical")
 DATASETS = ("diabetes",)
@@ -46,11 +47,7 @@ class MarginalSettings:
 
     @classmethod
     def from_dict(cls, config: dict | None) -> MarginalSettings:
-        config = dict(config or {})
-        unknown = sorted(set(config) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"analyses.marginals: unknown key {unknown[0]!r} "
-                             f"(known: {', '.join(cls.__dataclass_fields__)})")
+        config = known_keys("analyses.marginals", cls, config)
         if "hidden" in config:
             config["hidden"] = tuple(int(w) for w in config["hidden"])
         settings = cls(**config)

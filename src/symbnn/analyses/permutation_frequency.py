@@ -28,6 +28,7 @@ from symbnn.symmetry import canonicalize, unit_groups
 from symbnn.train.loop import seed_batches
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model
+from symbnn.analyses.settings import known_keys
 
 KEYS = ("max", "first")
 
@@ -69,11 +70,7 @@ class FrequencySettings:
 
     @classmethod
     def from_dict(cls, config: dict | None) -> FrequencySettings:
-        config = dict(config or {})
-        unknown = sorted(set(config) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"analyses.permutation_frequency: unknown key {unknown[0]!r} "
-                             f"(known: {', '.join(cls.__dataclass_fields__)})")
+        config = known_keys("analyses.permutation_frequency", cls, config)
         if config.get("milestones") is not None:
             config["milestones"] = tuple(config["milestones"])
         settings = cls(**config)

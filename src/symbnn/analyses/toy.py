@@ -29,6 +29,7 @@ import torch
 
 from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, stacked_forward, train_stacked
 from symbnn.symmetry import apply_permutations, apply_scales, canonicalize, unit_groups
+from symbnn.analyses.settings import known_keys
 
 WIDTHS = (2, 2, 1)
 STAGES = ("trained", "scaled", "sorted_output", "canonical")
@@ -53,11 +54,7 @@ class ToySettings:
 
     @classmethod
     def from_dict(cls, config: dict | None) -> ToySettings:
-        config = dict(config or {})
-        unknown = sorted(set(config) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"analyses.toy: unknown key {unknown[0]!r} "
-                             f"(known: {', '.join(cls.__dataclass_fields__)})")
+        config = known_keys("analyses.toy", cls, config)
         if "class_means" in config:
             means = config["class_means"]
             if len(means) != 2 or any(len(m) != 2 for m in means):

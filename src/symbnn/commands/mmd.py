@@ -20,7 +20,6 @@ from pathlib import Path
 
 # symbnn.mmd (torch, numba) is imported in the handlers: every `symbnn` call imports this module.
 from symbnn.atomic import atomic_write
-from symbnn.device import resolve_device
 from symbnn.store import open_store
 
 DEFAULT_MAX_MIB = 64  # symbnn.mmd.DEFAULT_MAX_BYTES
@@ -87,7 +86,7 @@ def _run(args) -> int:
         per_layer, summary = layerwise_mmd(
             target, method, layers=layers, target_rows=_rows(args.target_rows),
             method_rows=_rows(args.method_rows), pvalue=args.pvalue, seed=args.seed,
-            device=resolve_device(args.device), max_bytes=int(args.max_mib * 2**20), config=config,
+            device=args.device, max_bytes=int(args.max_mib * 2**20), config=config,
             expect_canonical=args.canonical,
         )
     finally:

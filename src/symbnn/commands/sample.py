@@ -56,7 +56,8 @@ def _run(args) -> int:
                               data_root=config.get("data_root", "data"), device=args.device)
     print(f"wrote {store}")
     if args.predictions:
-        from symbnn.posterior import load_in_distribution, load_out_of_distribution, resolve_device
+        from symbnn.device import resolve_device
+        from symbnn.posterior import load_in_distribution, load_out_of_distribution
         from symbnn.predictions import open_predictions, write_predictions
 
         _, test = load_in_distribution(experiment["data"], config.get("data_root", "data"))

@@ -59,13 +59,13 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from symbnn.data.core import ImageData
 from symbnn.methods.base import Mode, Problem, generator, last_linear
+from symbnn.methods.settings import choice, merged, number, sample_count
 
 DEFAULTS: dict[str, Any] = {"subset": "all", "hessian": "full", "prior_precision": "marglik"}
 
@@ -79,26 +79,14 @@ MARGLIK_STEPS = 100  # Adam steps (lr 0.1) on log lambda, laplace-torch's defaul
 
 def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     """DEFAULTS updated with `settings`, checked; raises ValueError naming the bad key."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"laplace.{unknown[0]}: unknown setting (known: {', '.join(sorted(DEFAULTS))})")
-    merged = {**DEFAULTS, **settings}
-    if merged["subset"] not in SUBSETS:
-        raise ValueError(f"laplace.subset must be one of {', '.join(SUBSETS)}; got {merged['subset']!r}")
-    if merged["hessian"] not in HESSIANS:
-        raise ValueError(f"laplace.hessian must be one of {', '.join(HESSIANS)}; got {merged['hessian']!r}")
-    prior = merged["prior_precision"]
+    cfg = merged("laplace", DEFAULTS, settings)
+    prior = cfg["prior_precision"]
     if isinstance(prior, str):
-        if prior != "marglik":
-            raise ValueError(f"laplace.prior_precision must be 'marglik' or a positive number; got {prior!r}")
+        choice("laplace", "prior_precision", prior, ("marglik",))
     else:
-        if isinstance(prior, bool) or not isinstance(prior, (int, float, np.integer, np.floating)):
-            raise ValueError(f"laplace.prior_precision must be 'marglik' or a positive number; got {prior!r}")
-        if not (math.isfinite(float(prior)) and float(prior) > 0):
-            raise ValueError(f"laplace.prior_precision must be 'marglik' or a positive number; got {prior!r}")
-        prior = float(prior)
-    return {"subset": merged["subset"], "hessian": merged["hessian"], "prior_precision": prior}
+        prior = number("laplace", "prior_precision", prior, low=0, low_open=True)
+    return {"subset": choice("laplace", "subset", cfg["subset"], SUBSETS),
+            "hessian": choice("laplace", "hessian", cfg["hessian"], HESSIANS), "prior_precision": prior}
 
 
 class _Indices(Dataset):
@@ -230,8 +218,7 @@ def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, An
                 seed: int) -> dict[str, torch.Tensor]:
     """`count` draws from the Laplace approximation at `mode`, as name -> (count, *shape)."""
     cfg = check_settings(settings)
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-        raise ValueError(f"count must be a positive integer, got {count!r}")
+    count = sample_count("laplace", count)
     la, model, state = fit_mode(problem, mode, cfg)
     with torch.random.fork_rng(devices=_fork_devices(problem.device)):
         with torch.no_grad():

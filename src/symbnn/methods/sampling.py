@@ -17,7 +17,8 @@ from symbnn.methods.base import Problem, concat_states
 from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import mode_shares, sampler, settings_of
 from symbnn.progress import progress
-from symbnn.posterior import load_in_distribution, resolve_device
+from symbnn.device import resolve_device
+from symbnn.posterior import load_in_distribution
 from symbnn.store import Store, StoreWriter, open_store
 from symbnn.train.recipe import Recipe
 

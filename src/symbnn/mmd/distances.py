@@ -25,6 +25,7 @@ import numpy as np
 import scipy.linalg.blas as blas
 import torch
 
+import symbnn.device
 from symbnn.mmd.threads import threads_for
 
 # A tile pair's column panels (2 x TILE rows x PANEL floats = 256 KiB) stay in L2 while each
@@ -35,10 +36,9 @@ PANEL = 512
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """"auto" is the GPU when one is present, else the CPU."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """symbnn.device's choice ("auto": the GPU when one is visible, else the CPU, logged) as a
+    torch.device."""
+    return torch.device(symbnn.device.resolve_device(str(device)))
 
 
 @numba.njit(fastmath=True, boundscheck=False, cache=True)

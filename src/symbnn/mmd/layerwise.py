@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from symbnn.mmd.aggtest import AggTestConfig
-from symbnn.mmd.distances import PooledDistances
+from symbnn.mmd.distances import PooledDistances, resolve_device
 from symbnn.mmd.engine import MMDInputError, check_sample_sizes, mmd_from_distances
 from symbnn.store import Store, open_store
 
@@ -144,6 +144,7 @@ def layerwise_mmd(target_path: str | os.PathLike, method_path: str | os.PathLike
     ``expect_canonical`` both stores must be canonical. Memory stays near a few times
     ``max_bytes`` plus a few (n + m)^2 float64 matrices, whatever the layer size.
     """
+    device = resolve_device(device)  # once: "auto" logs its choice, every layer then reuses it
     target, method = open_store(target_path), open_store(method_path)
     canonical = [store_kind(s) == CANONICAL_KIND for s in (target, method)]
     if canonical[0] != canonical[1]:
