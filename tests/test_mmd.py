@@ -20,9 +20,12 @@ from symbnn.mmd import (
 from symbnn.mmd.aggtest import group_indicators, mmdagg_test, permuted_statistics
 from symbnn.mmd.kernels import (
     _block_sums_cpu,
+    _expm1_scaled,
     _packed_pairs,
+    _mmd_values_numba,
+    _mmd_values_torch,
     _segment_sums,
-    _segment_sums_torch,
+    all_bandwidths,
     centred_kernel_matrices,
 )
 
@@ -111,13 +114,31 @@ def test_torch_backend_matches_numba_backend():
 
 
 def test_kernel_sums_gpu_code_matches_cpu_code():
+    # The GPU route (torch ops on packed pairs), run on the CPU, against the numba route, and
+    # its segment sums against torch.expm1 summed directly.
     rng = np.random.default_rng(9)
+    x, y = sample(rng, 40, 30), sample(rng, 13, 30, 0.4)
+    l1, l2 = pooled_distances(x, y, device="cpu")
+    bandwidths = all_bandwidths(l1, l2, 40)
+    scales = (-1.0 / bandwidths[:10], -1.0 / bandwidths[10:] ** 2)
+    np.testing.assert_allclose(_mmd_values_torch(l1, l2, 40, *scales), _mmd_values_numba(l1, l2, 40, *scales),
+                               rtol=1e-11, atol=1e-15)
     packed = torch.from_numpy(rng.random(70000) * 3)
     sizes, neg_inv = (40000, 1000, 29000), torch.tensor([-0.1, -1.0, -7.0], dtype=torch.float64)
-    cpu = _segment_sums(packed, sizes, neg_inv)
-    np.testing.assert_allclose(_segment_sums_torch(packed, sizes, neg_inv).numpy(), cpu.numpy(), rtol=1e-12)
     want = [torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy() for seg in torch.split(packed, sizes)]
-    np.testing.assert_allclose(cpu.numpy(), np.stack(want), rtol=1e-12)
+    np.testing.assert_allclose(_segment_sums(packed, sizes, neg_inv).numpy(), np.stack(want), rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [-1.0, -1e-3, -7.3, -1e4])
+def test_vectorised_expm1_is_within_a_few_ulp_of_numpy(scale):
+    # The CPU kernels' own expm1 over the whole range it meets: products from -1e7 (past the
+    # floor where it returns -1) up to -1e-300 (where expm1(x) = x), and exact zeros.
+    values = np.concatenate([np.linspace(0.0, 60.0, 100_001), np.geomspace(1e-300, 1e3, 100_001)])
+    out, scratch = np.empty_like(values), np.empty_like(values)
+    _expm1_scaled(values, scale, out, scratch)
+    want = np.expm1(values * scale)
+    ulps = np.abs(out - want) / np.spacing(np.abs(want))
+    assert np.all((ulps <= 4) | (np.abs(out - want) < 1e-300))
 
 
 @pytest.mark.parametrize("n_rows, n", [(57, 40), (58, 3), (9, 7)])

@@ -67,6 +67,16 @@ def _l1_upper_accumulate(z, out, zero, tile, panel, tile_i, tile_j):
                     out[i, j] += _l1_pair(xi, z[j, k0:k1], zero)
 
 
+@numba.njit(parallel=True, cache=True)
+def _add_upper(out, part):
+    """out[i, j] += part[i, j] for j >= i (C-ordered): the triangle a syrk writes, widened to
+    float64 as it is added (numpy's mixed-type += goes through casting buffers and took 40% of the L2 part
+    at d = 392)."""
+    for i in numba.prange(out.shape[0]):
+        for j in range(i, out.shape[1]):
+            out[i, j] += part[i, j]
+
+
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
     """float64 stays float64 (exact checks); everything else is computed in float32."""
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
@@ -130,7 +140,11 @@ class PooledDistances:
             centred = block - block.mean(axis=0, dtype=np.float64).astype(block.dtype)
             syrk = blas.dsyrk if block.dtype == np.float64 else blas.ssyrk
             # centred.T is Fortran-ordered, so BLAS reads it in place; trans=1 gives A A^T.
-            self._gram += syrk(1.0, centred.T, trans=1)
+            # The result is Fortran-ordered: its lower triangle, transposed, is a C-ordered
+            # upper triangle that the accumulation reads row by row.
+            lower = syrk(1.0, centred.T, trans=1, lower=1)
+            with threads_for(self.n_rows**2 // 2):
+                _add_upper(self._gram, lower.T)
         else:
             centred = block - block.mean(dim=0, keepdim=True)
             self._gram += (centred @ centred.T).double()

@@ -8,7 +8,7 @@ laplace_0..laplace_9 (increasing bandwidth), then gaussian_0..gaussian_9.
 Kernels are evaluated as k - 1: unbiased MMD^2 does not change when a constant is subtracted
 from the kernel, and the shifted values stay small where wide bandwidths put k near 1 (where
 plain block sums of k lose the signal, FACTS). Sums run in float64: on the CPU one numba pass
-over each distance matrix's upper triangle with an inlined, vectorisable expm1 (libm's exp is
+over each distance matrix's upper triangle with a vectorised expm1 of its own (libm's exp is
 a scalar call and was most of the cost at small d); chunked torch ops on packed pairs on the
 GPU.
 """
@@ -65,66 +65,54 @@ def _packed_pairs(dist: torch.Tensor, n: int) -> tuple[torch.Tensor, tuple[int, 
     return packed, (ix.shape[1], iy.shape[1], n * m)
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True)
-def _segment_sums_cpu(values, scales, bounds):
-    """out[l, s] = sum over segment s of values of exp(v * scales[l]) - 1, one parallel
-    region for all kernels and segments (sturdier than many small torch ops on a busy CPU).
-    Blocks of 1024 terms are summed first; exp(t) - 1 loses nothing that matters in float64
-    (absolute error 1e-16 per term)."""
-    n_seg = bounds.shape[0] - 1
-    out = np.zeros((scales.shape[0], n_seg))
-    for task in numba.prange(scales.shape[0] * n_seg):
-        k, seg = task // n_seg, task % n_seg
-        c = scales[k]
-        total = 0.0
-        for start in range(bounds[seg], bounds[seg + 1], 1024):
-            part = 0.0
-            for i in range(start, min(start + 1024, bounds[seg + 1])):
-                part += math.exp(values[i] * c) - 1.0
-            total += part
-        out[k, seg] = total
-    return out
-
-
 _LOG2E = 1.4426950408889634
-_LN2_HI = 0.6931471803691238          # ln 2 split so that k * _LN2_HI is exact for |k| < 2^20
-_LN2_LO = 1.9082149292705877e-10
-# Below this exponent exp(x) < 1e-17: expm1(x) is -1 to well within a float64 ulp of 1.
-_EXP_FLOOR = -40.0
+# Taylor coefficients of 2^f - 1 = e^(f ln 2) - 1: (ln 2)^i / i! for i = 1 .. 13; with
+# |f| <= 1/2 the truncation is below 4e-18.
+_POW2M1 = np.array([math.log(2.0) ** i / math.factorial(i) for i in range(1, 14)])
+# Adding 1.5 * 2^52 rounds a float64 of magnitude < 2^51 to an integer (ties to even) and
+# leaves that integer in the low bits of the sum's mantissa.
+_ROUNDER = 6755399441055744.0
+# Below 2^-58 (e^-40), 2^y - 1 is -1 to well within a float64 ulp of 1.
+_EXP2_FLOOR = -58.0
 
 
-@numba.njit(inline="always", fastmath={"contract", "nsz"})
-def _expm1_neg(x):
-    """expm1(x) for x <= 0 in plain arithmetic, so that LLVM vectorises a loop of them (libm's
-    exp is a scalar call): x = k ln2 + r, |r| <= ln2 / 2, Taylor series of e^r - 1 to r^13
-    (truncation < 1e-17), 2^k from the bits of k (exact), then 2^k (e^r - 1) + (2^k - 1).
-    Error within a few ulp of 1; x < -40 gives -1 + O(1e-18)."""
-    x = max(x, _EXP_FLOOR)
-    kf = math.floor(x * _LOG2E + 0.5)
-    r = (x - kf * _LN2_HI) - kf * _LN2_LO
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    em1 = p * r                                   # e^r - 1
-    kk = np.int64(-kf)                            # 0 .. 58
-    two_k = 1.0
-    two_k *= 0.5 if kk & 1 else 1.0
-    two_k *= 0.25 if kk & 2 else 1.0
-    two_k *= 0.0625 if kk & 4 else 1.0
-    two_k *= 0.00390625 if kk & 8 else 1.0
-    two_k *= 1.52587890625e-05 if kk & 16 else 1.0
-    two_k *= 2.3283064365386963e-10 if kk & 32 else 1.0
-    return two_k * em1 + (two_k - 1.0)
+@numba.njit(fastmath={"contract", "nsz"}, cache=True)
+def _expm1_scaled(values, scale, out, scratch):
+    """out[j] = expm1(values[j] * scale) for products <= 0, in plain arithmetic so that LLVM
+    vectorises it (libm's exp is a scalar call). In base 2: y = values[j] * scale / ln 2 =
+    k + f with k an integer and |f| <= 1/2 (f exact), 2^f - 1 by its Taylor series, 2^k written
+    straight into a float64's exponent bits, then 2^k (2^f - 1) + (2^k - 1). Within a few ulp
+    of 1 (the rounding of y costs |y| 2^y ulp: below one); y < -58 gives -1 + O(1e-18).
+    ``scratch`` (as long as ``values``) holds the rounded exponents. Fused multiply-adds are
+    the cost: this form needs 16 per value. No reassociation allowed here: it would fold the
+    rounding trick away."""
+    bits = scratch.view(np.int64)
+    to_base2 = scale * _LOG2E
+    for j in range(values.shape[0]):
+        y = max(values[j] * to_base2, _EXP2_FLOOR)
+        shifted = y + _ROUNDER
+        f = y - (shifted - _ROUNDER)             # k = shifted - _ROUNDER = round(y): 0 .. -58
+        p = 0.0
+        for i in range(_POW2M1.shape[0] - 1, -1, -1):    # Horner; unrolled by LLVM
+            p = p * f + _POW2M1[i]
+        out[j] = p * f                            # 2^f - 1
+        scratch[j] = shifted
+    for j in range(values.shape[0]):
+        # The low 11 bits of (2^51 + k) + 1023 are k + 1023: the biased exponent of 2^k.
+        bits[j] = ((bits[j] + 1023) & 0x7FF) << 52
+    for j in range(values.shape[0]):
+        two_k = scratch[j]
+        out[j] = two_k * out[j] + (two_k - 1.0)
+
+
+@numba.njit(fastmath={"reassoc", "nsz"}, cache=True)
+def _sum(values):
+    """Plain float64 sum, reassociation allowed so that it vectorises (a one-accumulator loop
+    is bound by the add latency); the order is fixed by the compiled code, so it is repeatable."""
+    total = 0.0
+    for j in range(values.shape[0]):
+        total += values[j]
+    return total
 
 
 @numba.njit(parallel=True, fastmath={"contract", "nsz"}, cache=True)
@@ -132,54 +120,35 @@ def _block_sums_cpu(dist, n, scales):
     """out[s, l] = sum of expm1(dist[i, j] * scales[l]) over the distinct pairs of segment s
     (X-X with i < j, Y-Y with i < j, all X-Y), read straight from the symmetric (N, N) matrix:
     no packed copy, one pass over the upper triangle for all bandwidths. Rows are paired
-    (i, N - 1 - i) so that the two threads get equal work; partial sums per row in float64."""
+    (i, N - 1 - i) so that the two threads get equal work; partial sums per row in float64.
+    Rows are passed on as slices: a loop from a runtime start index would carry numba's
+    negative-index wraparound and not vectorise."""
     n_rows = dist.shape[0]
     n_scales = scales.shape[0]
     per_row = np.zeros((n_rows, 3, n_scales))
     for task in numba.prange((n_rows + 1) // 2):
         buf = np.empty(n_rows)
+        scratch = np.empty(n_rows)
         first = np.int64(task)
         for side in range(2):
             i = first if side == 0 else n_rows - 1 - first
             if side == 1 and i == first:          # the middle row of an odd N: done once
                 continue
-            row = dist[i]
             start = i + 1
+            row, kernel, work = dist[i, start:], buf[start:], scratch[start:]
             for l in range(n_scales):
-                c = scales[l]
-                # A pure map (vectorised), then plain sums: an in-loop float reduction would
-                # need reassociation to vectorise, and that could reorder expm1's arithmetic.
-                for j in range(start, n_rows):
-                    buf[j] = _expm1_neg(row[j] * c)
+                _expm1_scaled(row, scales[l], kernel, work)
                 if i < n:
-                    acc = 0.0
-                    for j in range(start, n):
-                        acc += buf[j]
-                    per_row[i, 0, l] = acc
-                    acc = 0.0
-                    for j in range(n, n_rows):
-                        acc += buf[j]
-                    per_row[i, 2, l] = acc
+                    per_row[i, 0, l] = _sum(kernel[:n - start])
+                    per_row[i, 2, l] = _sum(kernel[n - start:])
                 else:
-                    acc = 0.0
-                    for j in range(start, n_rows):
-                        acc += buf[j]
-                    per_row[i, 1, l] = acc
+                    per_row[i, 1, l] = _sum(kernel)
     return per_row.sum(axis=0)
 
 
 def _segment_sums(packed: torch.Tensor, sizes: tuple[int, int, int], neg_inv: torch.Tensor) -> torch.Tensor:
-    """(3, L): per segment (X-X, Y-Y, X-Y) and per scale s, the sum of expm1(v * s)."""
-    if packed.device.type == "cpu":
-        bounds = np.cumsum([0, *sizes])
-        with threads_for(packed.numel() * len(neg_inv)):
-            sums = _segment_sums_cpu(packed.numpy(), neg_inv.double().numpy(), bounds)
-        return torch.from_numpy(sums.T.copy())
-    return _segment_sums_torch(packed, sizes, neg_inv)
-
-
-def _segment_sums_torch(packed: torch.Tensor, sizes: tuple[int, int, int], neg_inv: torch.Tensor) -> torch.Tensor:
-    """`_segment_sums` with torch ops, for the GPU."""
+    """(3, L): per segment of packed pair values v (X-X, Y-Y, X-Y) and per scale s, the sum of
+    expm1(v * s), with torch ops (the GPU route)."""
     scale = neg_inv.to(packed.device)[:, None]
     out = []
     for seg in torch.split(packed, sizes):
@@ -191,12 +160,35 @@ def _segment_sums_torch(packed: torch.Tensor, sizes: tuple[int, int, int], neg_i
     return torch.stack(out)
 
 
-def _unbiased_mmd(packed: torch.Tensor, sizes: tuple[int, int, int], neg_inv: torch.Tensor,
-                  n: int, m: int) -> torch.Tensor:
-    """MMD^2_u of the kernels exp(v * s), s in ``neg_inv``, on packed pair values v."""
-    s_xx, s_yy, s_xy = _segment_sums(packed, sizes, neg_inv).cpu()
-    # Packed pairs count each unordered X-X and Y-Y pair once: the ordered sums are twice that.
+def _unbiased(sums, n: int, m: int):
+    """MMD^2_u from the (3, L) sums of k - 1 over distinct X-X, Y-Y and X-Y pairs: each
+    unordered X-X and Y-Y pair stands for two ordered ones."""
+    s_xx, s_yy, s_xy = sums
     return 2.0 * s_xx / (n * (n - 1)) + 2.0 * s_yy / (m * (m - 1)) - 2.0 * s_xy / (n * m)
+
+
+def _mmd_values_numba(l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: torch.Tensor,
+                      neg_inv2: torch.Tensor) -> np.ndarray:
+    """The CPU route: straight from the matrices' upper triangles, no packed copies."""
+    n_rows = l1.shape[0]
+    out = []
+    for dist, neg_inv in ((l1, neg_inv1), (l2sq, neg_inv2)):
+        with threads_for(n_rows * (n_rows - 1) // 2 * len(neg_inv)):
+            sums = _block_sums_cpu(np.ascontiguousarray(dist.double().numpy()), n, neg_inv.double().numpy())
+        out.append(_unbiased(sums, n, n_rows - n))
+    return np.concatenate(out)
+
+
+def _mmd_values_torch(l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: torch.Tensor,
+                      neg_inv2: torch.Tensor) -> np.ndarray:
+    """The GPU route: torch ops on the packed distinct pairs, one matrix at a time."""
+    m = l1.shape[0] - n
+    out = []
+    for dist, neg_inv in ((l1, neg_inv1), (l2sq, neg_inv2)):
+        packed, sizes = _packed_pairs(dist, n)
+        out.append(_unbiased(_segment_sums(packed, sizes, neg_inv).cpu(), n, m))
+        del packed
+    return torch.cat(out).numpy()
 
 
 def laplace_shifted(l1: torch.Tensor, bandwidths: torch.Tensor) -> torch.Tensor:
@@ -228,22 +220,10 @@ def mmd_values(l1: torch.Tensor, l2sq: torch.Tensor, n: int,
         with cpu_threads_for(n * m, l1.device):  # a sort of the n x m cross distances: small
             bandwidths = all_bandwidths(l1, l2sq, n)
     lam1, lam2 = bandwidths[:N_BANDWIDTHS], bandwidths[N_BANDWIDTHS:]
-    if l1.device.type == "cpu":
-        # Straight from the matrices' upper triangles: no packed copies of the pairs.
-        n_pairs = (n + m) * (n + m - 1) // 2
-        out = []
-        for dist, neg_inv in ((l1, -1.0 / lam1), (l2sq, -1.0 / lam2**2)):
-            with threads_for(n_pairs * len(neg_inv)):
-                s_xx, s_yy, s_xy = _block_sums_cpu(np.ascontiguousarray(dist.double().numpy()), n,
-                                                   neg_inv.double().numpy())
-            out.append(2.0 * s_xx / (n * (n - 1)) + 2.0 * s_yy / (m * (m - 1)) - 2.0 * s_xy / (n * m))
-        return np.concatenate(out), bandwidths.cpu().numpy()
-    p1, sizes = _packed_pairs(l1, n)
-    values = _unbiased_mmd(p1, sizes, -1.0 / lam1, n, m)      # Laplace: exp(-d1 / lambda)
-    del p1
-    p2, _ = _packed_pairs(l2sq, n)
-    values = torch.cat([values, _unbiased_mmd(p2, sizes, -1.0 / lam2**2, n, m)])   # exp(-d2^2 / lambda^2)
-    return values.cpu().numpy(), bandwidths.cpu().numpy()
+    # Laplace exp(-d1 / lambda), Gaussian exp(-d2^2 / lambda^2): scales of the distances.
+    route = _mmd_values_numba if l1.device.type == "cpu" else _mmd_values_torch
+    values = route(l1, l2sq, n, -1.0 / lam1, -1.0 / lam2**2)
+    return values, bandwidths.cpu().numpy()
 
 
 def centred_kernel_matrices(l1: torch.Tensor, l2sq: torch.Tensor, bandwidths: torch.Tensor) -> torch.Tensor:
