@@ -24,7 +24,7 @@ rule alignment_barrier:
             labels={"figure": "interpolation", "experiment": "{experiment}"},
         ),
     params:
-        alignment=alignment_options,
+        alignment=alignment_options("splits", "points", "bn_batches", "max_sweeps"),
         data_root=config.get("data_root", "data"),
     log:
         f"{RESULTS}/{{experiment}}/logs/alignment_barrier.log",
@@ -90,7 +90,7 @@ rule variational_alignment:
             labels={"figure": "VI interpolation", "experiment": "{experiment}"},
         ),
     params:
-        alignment=alignment_options,
+        alignment=alignment_options("points", "vi_samples"),
         settings=symmetrised_vi_settings,
     log:
         f"{RESULTS}/{{experiment}}/logs/variational_alignment.log",

@@ -12,6 +12,12 @@ ANALYSES = symbnn.analyses.plan.analyses_folder(config)
 analyses_targets = functools.partial(symbnn.analyses.plan.targets, config)
 
 
+rule analyses:
+    # what dvc.yaml's `analyses` stage builds: the experiment-independent analyses only
+    input:
+        [target for target in analyses_targets() if target.startswith(f"{ANALYSES}/")],
+
+
 rule toy_posterior:
     message:
         "Toy posterior (paper Figure 1): training two-layer perceptrons on two Gaussian classes and removing their symmetries"
@@ -31,7 +37,7 @@ rule toy_posterior:
             labels={"figure": "output-layer weights (Figure 1)"},
         ),
     params:
-        settings=lambda wc: key_sorted(symbnn.analyses.plan.settings(config, "toy")),
+        settings=key_sorted(symbnn.analyses.plan.settings(config, "toy")),
     log:
         f"{ANALYSES}/logs/toy_posterior.log",
     benchmark:
@@ -67,7 +73,7 @@ rule marginals:
             labels={"figure": "marginals (Figure 9)"},
         ),
     params:
-        settings=lambda wc: key_sorted(symbnn.analyses.plan.settings(config, "marginals")),
+        settings=key_sorted(symbnn.analyses.plan.settings(config, "marginals")),
     log:
         f"{ANALYSES}/logs/marginals.log",
     benchmark:

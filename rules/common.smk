@@ -50,11 +50,14 @@ def symmetry_setting(wildcards, key, default):
     return EXPERIMENTS[wildcards.experiment].get("symmetry", {}).get(key, default)
 
 
-def train_partition(wildcards):
+def partition_for(gpus):
+    """config.yaml's Slurm partition for a job with this many GPUs."""
     slurm = config.get("slurm", {})
-    if compute(wildcards, "gpus", 0) > 0:
-        return slurm.get("gpu_partition", "gpu")
-    return slurm.get("cpu_partition", "cpu")
+    return slurm.get("gpu_partition", "gpu") if gpus > 0 else slurm.get("cpu_partition", "cpu")
+
+
+def train_partition(wildcards):
+    return partition_for(compute(wildcards, "gpus", 0))
 
 
 def cpus_per_gpu(wildcards):
@@ -73,11 +76,11 @@ LARGE_MMD_PARAMETERS = 1_000_000
 def n_parameters(experiment):
     """Parameter count of an experiment's model, built on the meta device (no memory)."""
     import torch
-    from symbnn.models import build_model
+    from symbnn.models import build_model, count_parameters
 
     with torch.device("meta"):
         model = build_model(EXPERIMENTS[experiment]["model"])
-    return sum(p.numel() for p in model.parameters())
+    return count_parameters(model)
 
 
 def mmd_gpus(wildcards):
@@ -86,8 +89,11 @@ def mmd_gpus(wildcards):
 
 
 def mmd_partition(wildcards):
-    slurm = config.get("slurm", {})
-    return slurm.get("gpu_partition", "gpu") if mmd_gpus(wildcards) else slurm.get("cpu_partition", "cpu")
+    return partition_for(mmd_gpus(wildcards))
+
+
+def mmd_mem_mb(wildcards):
+    return 16000 if mmd_gpus(wildcards) else 4000
 
 
 def store_runtime(base):
@@ -167,8 +173,15 @@ ALIGNMENT_DEFAULTS = {"points": 11, "splits": ["train", "test"], "bn_batches": 2
                       "vi_samples": 32}
 
 
-def alignment_options(wildcards):
-    return key_sorted({**ALIGNMENT_DEFAULTS, **EXPERIMENTS[wildcards.experiment].get("alignment", {})})
+def alignment_options(*keys):
+    """Params function: the experiment's alignment settings (defaults filled in), only `keys`, the
+    ones the rule's script reads, so that editing another rule's setting does not rerun it."""
+
+    def options(wildcards):
+        settings = {**ALIGNMENT_DEFAULTS, **EXPERIMENTS[wildcards.experiment].get("alignment", {})}
+        return key_sorted({key: settings[key] for key in keys})
+
+    return options
 
 
 def symmetrised_vi_settings(wildcards):

@@ -28,7 +28,7 @@ rule mmd_deep_ensembles:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd_deep_ensembles.tsv"
     threads: 2
     resources:
-        mem_mb=lambda wc: 16000 if mmd_gpus(wc) else 4000,
+        mem_mb=mmd_mem_mb,
         runtime=120,
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,
@@ -60,7 +60,7 @@ rule mmd_method:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd/{{method}}/{{variant}}.tsv"
     threads: 2
     resources:
-        mem_mb=lambda wc: 16000 if mmd_gpus(wc) else 4000,
+        mem_mb=mmd_mem_mb,
         runtime=120,
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,

@@ -112,11 +112,8 @@ use rule predict as predict_target with:
     output:
         predictions=directory(f"{RESULTS}/{{experiment}}/posterior/predictions.zarr"),
     params:
-        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
+        # `use rule ... with` keeps predict's other params; an experiment may have no `methods`
         batch=lambda wc: EXPERIMENTS[wc.experiment].get("methods", {}).get("predict_batch", 1000),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
     log:
         f"{RESULTS}/{{experiment}}/logs/predict_target.log",
     benchmark:

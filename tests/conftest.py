@@ -1,4 +1,5 @@
 import copy
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,13 @@ def tiny_mode():
     from symbnn.train.seeding import build_seeded_model
 
     return Mode(3, {k: v.clone() for k, v in build_seeded_model({"name": "optunet"}, 3).state_dict().items()})
+
+
+def stop_process(process: subprocess.Popen, timeout: float) -> None:
+    """Terminate a process this test started; kill it if it has not ended after `timeout` s."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

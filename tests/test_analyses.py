@@ -65,7 +65,7 @@ def test_permutation_taus_see_a_swap_of_units_and_nothing_else(one_torch_thread)
     swap = {"layers.0": torch.tensor([[1, 0, 2, 3, 4]])}
     swapped = apply_permutations(state, sym, swap)
     series = {k: torch.cat([state[k], state[k], swapped[k]]) for k in state}
-    taus = pf.permutation_taus(series, spec)
+    taus = {k: pf.consecutive_tau(p).numpy() for k, p in pf.sorting_permutations(series, spec).items()}
     assert set(taus) == {(key, g) for key in pf.KEYS for g in ("layers.0", "layers.1")}
     for key in pf.KEYS:
         assert taus[(key, "layers.0")][0] == 1.0 and taus[(key, "layers.0")][1] < 1.0

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_ANALYSES, tiny_experiment, workflow_config
+from conftest import TINY_ANALYSES, stop_process, tiny_experiment, workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -355,12 +355,7 @@ def s3_server(tmp_path_factory):
         urllib.request.urlopen(urllib.request.Request(f"{endpoint}/symbnn", method="PUT"), timeout=30)
         yield endpoint
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, 10)
 
 
 def test_s3_round_trip(s3_server, origin):

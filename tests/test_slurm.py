@@ -17,7 +17,7 @@ import yaml
 
 from symbnn.store import open_store
 
-from conftest import repo_config, tiny_experiment
+from conftest import repo_config, stop_process, tiny_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "profiles" / "slurm"
@@ -245,12 +245,7 @@ PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
     def stop(self):
         for name, process in reversed(self.processes):  # newest first, each by its own PID
             if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop_process(process, 20)
         self.processes = []
         for path in self.written:
             path.unlink(missing_ok=True)

@@ -1,10 +1,14 @@
 """Rule alignment_barrier: two target networks, the loss along the path between them without
 and with alignment (weight matching), the barrier table and the interpolation plot."""
 
+import torch
+
 from symbnn.alignment.figures import interpolation_figure
 from symbnn.alignment.stores import converged_pair, store_barriers
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+
+torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     store = snakemake.input.store

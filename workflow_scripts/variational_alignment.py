@@ -1,11 +1,15 @@
 """Rule variational_alignment: two mean-field posteriors of the toy MLP, the path between
 them without and with alignment (means and stds), barrier table and plot."""
 
+import torch
+
 from symbnn import symvi
 from symbnn.alignment.figures import interpolation_figure
 from symbnn.alignment.interpolation import barrier_table
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+
+torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     options = snakemake.params.alignment

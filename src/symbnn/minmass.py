@@ -24,7 +24,7 @@ import torch
 from symbnn.symmetry import Symmetry, apply_scales, check_finite, unit_groups
 from symbnn.symmetry.mass import MassProblem, mass_problem
 from symbnn.symmetry.operators import as_stack, unstack
-from symbnn.symmetry.threads import cpu_threads_for
+from symbnn.threads import torch_threads_for
 
 SOLVERS = ("fast", "cvxpy")
 
@@ -73,7 +73,7 @@ def min_mass(state: Mapping[str, torch.Tensor], sym: Symmetry | dict[str, Any], 
     `symbnn.symmetry.minmass_fast`), cvxpy's ``solver`` name and its settings for "cvxpy".
     ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
     sym = unit_groups(sym) if isinstance(sym, dict) else sym
-    with cpu_threads_for(sum(state[t].numel() for t in sym.mass_tensors if t in state), device):
+    with torch_threads_for(sum(state[t].numel() for t in sym.mass_tensors if t in state), device):
         return _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return_state,
                          solver_options, sample_offset)
 
@@ -88,7 +88,7 @@ def _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return
     check_finite(stacked, sym, sample_offset)
     problem = mass_problem(stacked, sym, device=device)
     n = problem.n
-    dev = problem.terms[0].q.device
+    dev = problem.device
     degenerate = problem.degenerate()
     if degenerate.any() and on_degenerate == "raise":
         raise ValueError("degenerate min-mass problem (the minimum is not attained): "

@@ -120,13 +120,11 @@ class Predictions:
     def validate(self) -> None:
         """Read every chunk, sample by sample; raise StoreError naming the array and sample
         when one is unreadable, has the wrong shape, or holds NaN/inf or rows not summing to 1."""
-        shapes = {}
         for name in ("test", "ood"):
             array = self.group[name] if name in self.group else None
             if array is None or array.ndim != 3 or array.shape[0] != self.n_samples:
                 raise StoreError(f"{self.path}: {name} must have shape ({self.n_samples}, N, C), "
                                  f"got {None if array is None else array.shape}")
-            shapes[name] = array.shape
             for index in range(self.n_samples):
                 probs = self.read(name, index).astype(np.float32)
                 if not np.isfinite(probs).all():

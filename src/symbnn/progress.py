@@ -1,4 +1,4 @@
-"""Progress bars for long steps (training, sampling, prediction, MMD) that stay readable in
+"""Progress bars for long steps (training, sampling, prediction) that stay readable in
 Snakemake logs: a live bar on a terminal, and in a log file (not a terminal) one plain line at
 most every LOG_INTERVAL seconds plus the final one, instead of a line per update.
 SYMBNN_PROGRESS=0 in the environment turns them off."""

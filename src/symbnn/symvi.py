@@ -48,6 +48,8 @@ import polars as pl
 import torch
 from torch.nn import functional as F
 
+from symbnn.alignment.interpolation import predictive_accuracy_nll
+from symbnn.analyses import stacked_mlp
 from symbnn.methods.bnn import MeanFieldBNN, log_normal
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.symmetry.structure import Symmetry
@@ -107,20 +109,10 @@ def two_gaussians(n: int, seed: int, separation: float = 1.0) -> tuple[torch.Ten
 
 
 def mlp_spec(hidden: int) -> dict[str, Any]:
-    return {"name": "mlp", "widths": [2, int(hidden), 2]}
+    return stacked_mlp.mlp_spec([2, hidden, 2])
 
 
 # ---------------------------------------------------------------- target posterior (SGD runs)
-
-def _stacked_forward(params: dict[str, torch.Tensor], x: torch.Tensor, n_layers: int) -> torch.Tensor:
-    """MLP forward for K stacked networks on x (K, B, in)."""
-    h = x
-    for l in range(n_layers):
-        h = torch.einsum("koi,kbi->kbo", params[f"layers.{l}.weight"], h) + params[f"layers.{l}.bias"][:, None]
-        if l < n_layers - 1:
-            h = torch.relu(h)
-    return h
-
 
 def sgd_runs(spec: dict[str, Any], x: torch.Tensor, y: torch.Tensor, seeds: list[int], epochs: int,
              lr: float, batch_size: int) -> dict[str, torch.Tensor]:
@@ -128,14 +120,13 @@ def sgd_runs(spec: dict[str, Any], x: torch.Tensor, y: torch.Tensor, seeds: list
     the stacked state (K, *shape) of the trained networks."""
     models = [build_seeded_model(spec, s) for s in seeds]
     params = {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_(True) for k in models[0].state_dict()}
-    n_layers = len(spec["widths"]) - 1
     gens = [torch.Generator().manual_seed(int(s) + 7919) for s in seeds]
     n = len(x)
     for _ in range(epochs):
         orders = torch.stack([torch.randperm(n, generator=g) for g in gens])
         for start in range(0, n, batch_size):
             idx = orders[:, start:start + batch_size]
-            logits = _stacked_forward(params, x[idx], n_layers)
+            logits = stacked_mlp.stacked_forward(params, x[idx])
             # sum over networks of each one's mean loss: the gradients stay independent
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[idx].reshape(-1), reduction="sum") / idx.shape[1]
             grads = torch.autograd.grad(loss, list(params.values()))
@@ -233,10 +224,9 @@ def _draws(q: MeanFieldBNN, count: int, gen: torch.Generator | None) -> dict[str
     return out
 
 
-def _log_likelihood(q: MeanFieldBNN, weights: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _log_likelihood(weights: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """(count,) sum over data of log p(y | x, w) for each stacked draw."""
-    n_layers = len(q.names) // 2
-    logits = _stacked_forward(weights, x.expand(next(iter(weights.values())).shape[0], *x.shape), n_layers)
+    logits = stacked_mlp.stacked_forward(weights, x.expand(next(iter(weights.values())).shape[0], *x.shape))
     return -F.cross_entropy(logits.transpose(1, 2), y.expand(logits.shape[0], -1), reduction="none").sum(1)
 
 
@@ -260,7 +250,7 @@ def fit(spec: dict[str, Any], x: torch.Tensor, y: torch.Tensor, family: str, see
     optimiser = torch.optim.Adam(q.parameters(), lr=options["lr"])
     for _ in range(options["steps"]):
         w = _draws(q, options["elbo_samples"], gen)
-        loss = -(_log_likelihood(q, w, x, y) - kl_terms(q, qsym, family, w, options["prior_std"])).mean() / len(x)
+        loss = -(_log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options["prior_std"])).mean() / len(x)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
@@ -282,13 +272,10 @@ def evaluate(q: MeanFieldBNN, qsym: SymmetrisedMeanField, family: str, train: tu
     predictive of q_sym equals q's (permutations preserve the function)."""
     gen = torch.Generator().manual_seed(seed)
     w = _draws(q, samples, gen)
-    per_draw = _log_likelihood(q, w, *train) - kl_terms(q, qsym, family, w, prior_std)
-    n_layers = len(q.names) // 2
+    per_draw = _log_likelihood(w, *train) - kl_terms(q, qsym, family, w, prior_std)
     x, y = test
-    logits = _stacked_forward(w, x.expand(samples, *x.shape), n_layers)
-    log_pred = torch.logsumexp(logits.log_softmax(-1), 0) - math.log(samples)
-    return Evaluation(float(per_draw.mean()), float(per_draw.std() / math.sqrt(samples)),
-                      float((log_pred.argmax(1) == y).double().mean()), float(F.nll_loss(log_pred, y)))
+    accuracy, nll = predictive_accuracy_nll(stacked_mlp.stacked_forward(w, x.expand(samples, *x.shape)), y)
+    return Evaluation(float(per_draw.mean()), float(per_draw.std() / math.sqrt(samples)), accuracy, nll)
 
 
 def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tensor]) -> float:

@@ -21,7 +21,9 @@ endpoints' losses, max_t L(t) - ((1 - t) L(0) + t L(1)).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -32,26 +34,22 @@ from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
+from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm
 
 Data = ImageData | tuple[torch.Tensor, torch.Tensor]
 
+BN_BATCH_SIZE = 128  # batch size of the BatchNorm re-estimation
 
-def batches(data: Data, batch_size: int = 1000, limit: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+
+def batches(data: Data, batch_size: int = 1000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Normalised (x, y) batches of an ImageData, or of in-memory (x, y) tensors."""
-    if isinstance(data, ImageData):
-        n = len(data)
-        for k, start in enumerate(range(0, n, batch_size)):
-            if limit is not None and k >= limit:
-                return
-            yield data.normalize(data.images[start:start + batch_size]), data.labels[start:start + batch_size]
-        return
-    x, y = data
+    image_data = isinstance(data, ImageData)
+    x, y = (data.images, data.labels) if image_data else data
     if len(x) != len(y):
         raise ValueError(f"inputs and labels differ in length: {len(x)} vs {len(y)}")
-    for k, start in enumerate(range(0, len(x), batch_size)):
-        if limit is not None and k >= limit:
-            return
-        yield x[start:start + batch_size], y[start:start + batch_size]
+    for start in range(0, len(x), batch_size):
+        inputs = x[start:start + batch_size]
+        yield (data.normalize(inputs) if image_data else inputs), y[start:start + batch_size]
 
 
 def lerp_state(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], t: float) -> dict[str, torch.Tensor]:
@@ -59,27 +57,6 @@ def lerp_state(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], t: 
         raise ValueError(f"states differ in entries: {sorted(set(a) ^ set(b))}")
     return {k: ((1 - t) * a[k] + t * b[k].to(a[k].dtype)) if a[k].is_floating_point() else a[k].clone()
             for k in a}
-
-
-def has_batchnorm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-
-
-@torch.no_grad()
-def reset_batchnorm(model: nn.Module, data: Data, bn_batches: int = 20, batch_size: int = 128) -> None:
-    """Re-estimate every BatchNorm's running statistics on ``bn_batches`` batches of data
-    (cumulative average: momentum None), leaving the model in eval mode."""
-    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    saved = [m.momentum for m in norms]
-    for m in norms:
-        m.reset_running_stats()
-        m.momentum = None
-    model.train()
-    for x, _ in batches(data, batch_size, bn_batches):
-        model(x.to(next(model.parameters()).dtype))
-    for m, momentum in zip(norms, saved):
-        m.momentum = momentum
-    model.eval()
 
 
 @torch.no_grad()
@@ -98,17 +75,20 @@ def loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float
     return float(F.cross_entropy(logits.double(), labels)), float((logits.argmax(1) == labels).double().mean())
 
 
-def _model(spec_or_model: dict[str, Any] | nn.Module) -> nn.Module:
-    return build_model(spec_or_model) if isinstance(spec_or_model, dict) else spec_or_model
+def predictive_accuracy_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, NLL) of the predictive mean (1/S) sum_s softmax(logits[s]) of S draws'
+    logits (S, N, C), computed as a log-mean-exp of the log-softmaxes."""
+    log_pred = torch.logsumexp(logits.log_softmax(-1), 0) - math.log(len(logits))
+    return float((log_pred.argmax(1) == labels).double().mean()), float(F.nll_loss(log_pred, labels))
 
 
-def network_curve(spec: dict[str, Any] | nn.Module, a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor],
+def network_curve(spec: dict[str, Any], a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor],
                   ts: Sequence[float], sets: Mapping[str, Data], reset_bn: bool | None = None,
                   reset_data: Data | None = None, bn_batches: int = 20) -> pl.DataFrame:
     """One row per (t, split): loss (mean cross-entropy) and accuracy of theta(t).
     ``reset_bn`` None: reset when the model has BatchNorm and ``reset_data`` is given."""
-    model = _model(spec)
-    bn = has_batchnorm(model)
+    model = build_model(spec)
+    bn = bool(batchnorm_layers(model))
     if reset_bn is None:
         reset_bn = bn and reset_data is not None
     if reset_bn and reset_data is None:
@@ -116,8 +96,10 @@ def network_curve(spec: dict[str, Any] | nn.Module, a: Mapping[str, torch.Tensor
     rows = []
     for t in ts:
         model.load_state_dict(lerp_state(a, b, float(t)))
-        if reset_bn and bn:
-            reset_batchnorm(model, reset_data, bn_batches)
+        if reset_bn and bn:  # cumulative average over the batches (momentum None)
+            dtype = next(model.parameters()).dtype
+            refresh_batchnorm(model, (x.to(dtype) for x, _ in islice(batches(reset_data, BN_BATCH_SIZE), bn_batches)),
+                              size_weighted=False)
         for split, data in sets.items():
             loss, acc = loss_and_accuracy(*evaluate_logits(model, data))
             rows.append({"t": float(t), "split": split, "loss": loss, "accuracy": acc})
@@ -125,14 +107,14 @@ def network_curve(spec: dict[str, Any] | nn.Module, a: Mapping[str, torch.Tensor
 
 
 @torch.no_grad()
-def gaussian_curve(spec: dict[str, Any] | nn.Module, mean_a: Mapping[str, torch.Tensor], std_a: Mapping[str, torch.Tensor],
+def gaussian_curve(spec: dict[str, Any], mean_a: Mapping[str, torch.Tensor], std_a: Mapping[str, torch.Tensor],
                    mean_b: Mapping[str, torch.Tensor], std_b: Mapping[str, torch.Tensor], ts: Sequence[float],
                    sets: Mapping[str, Data], samples: int = 32, seed: int = 0) -> pl.DataFrame:
     """One row per (t, split) along the path between two mean-field Gaussians: expected loss
     (loss), predictive accuracy and predictive NLL, from ``samples`` common-noise draws."""
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    model = _model(spec)
+    model = build_model(spec)
     gen = torch.Generator().manual_seed(seed)
     noise = [{k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in mean_a.items()
               if v.is_floating_point()} for _ in range(samples)]
@@ -151,10 +133,8 @@ def gaussian_curve(spec: dict[str, Any] | nn.Module, mean_a: Mapping[str, torch.
             stack = torch.stack(logits_by_split[split])                       # (S, N, C)
             y = labels[split]
             expected_loss = float(torch.stack([F.cross_entropy(l, y) for l in stack]).mean())
-            log_pred = torch.logsumexp(stack.log_softmax(-1), 0) - np.log(len(stack))
-            rows.append({"t": float(t), "split": split, "loss": expected_loss,
-                         "accuracy": float((log_pred.argmax(1) == y).double().mean()),
-                         "nll": float(F.nll_loss(log_pred, y))})
+            accuracy, nll = predictive_accuracy_nll(stack, y)
+            rows.append({"t": float(t), "split": split, "loss": expected_loss, "accuracy": accuracy, "nll": nll})
     return pl.DataFrame(rows)
 
 

@@ -106,14 +106,25 @@ def _dense(state: State, sym: Symmetry, tensors: Sequence[str]) -> State:
     return out
 
 
+class DenseState(dict):
+    """The tensors of one network that drive the match, as the float64 dense copies the
+    objective reads (`dense_state`). Passed as A to `weight_matching` or `align_state`, it is
+    used as is: one reference prepared once serves many alignments."""
+
+
+def dense_state(state: Mapping[str, torch.Tensor], sym: Symmetry) -> DenseState:
+    if isinstance(state, DenseState):
+        return state
+    return DenseState(_dense(_single(state, sym), sym, list(_matched_axes(sym))))
+
+
 # ---------------------------------------------------------------- the objective and its costs
 
 class _Problem:
     def __init__(self, sym: Symmetry, pairs: Sequence[tuple[State, State]]) -> None:
         self.sym = sym
         self.axes = _matched_axes(sym)
-        names = list(self.axes)
-        self.pairs = [(_dense(_single(a, sym), sym, names), _dense(_single(b, sym), sym, names)) for a, b in pairs]
+        self.pairs = [(dense_state(a, sym), dense_state(b, sym)) for a, b in pairs]
 
     def permuted(self, b: State, name: str, perms: Mapping[str, torch.Tensor], skip: str | None) -> torch.Tensor:
         t = b[name]

@@ -21,9 +21,10 @@ import polars as pl
 import torch
 
 from symbnn.alignment.interpolation import barrier_table, grid, network_curve
-from symbnn.alignment.matching import align_state
+from symbnn.alignment.matching import DenseState, align_state, dense_state
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 from symbnn.symmetry.architectures import unit_groups
+from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
 
 
 def _check_same_architecture(a: Store, b: Store) -> None:
@@ -39,7 +40,7 @@ def _row(store: Store, row: int, what: str) -> int:
 
 def align_store(a_path: str | os.PathLike, b_path: str | os.PathLike, out_path: str | os.PathLike, *,
                 reference: int = 0, pairwise: bool = False, max_sweeps: int = 100,
-                overwrite: bool = False) -> Store:
+                overwrite: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Store:
     a, b = open_store(a_path), open_store(b_path)
     _check_same_architecture(a, b)
     if pairwise and a.n_samples < b.n_samples:
@@ -50,20 +51,24 @@ def align_store(a_path: str | os.PathLike, b_path: str | os.PathLike, out_path: 
                                       "reference": "pairwise" if pairwise else int(refs[0]),
                                       "method": "weight matching", "max_sweeps": max_sweeps}}
     with StoreWriter(out_path, attrs, kind="aligned", expected_samples=b.n_samples, overwrite=overwrite) as writer:
-        cached: dict[int, dict[str, torch.Tensor]] = {}
-        for i in range(b.n_samples):
-            ref = int(refs[i])
-            if ref not in cached:
-                cached = {ref: a.state_dict(ref)}
-            state_b = b.state_dict(i)
-            aligned, result = align_state(cached[ref], state_b, sym, max_sweeps)
-            info: dict[str, Any] = {name: b.info(name, slice(i, i + 1)) for name in b.info_names}
-            info.update({f"align_perm.{g}": p.numpy()[None].astype(np.int64) for g, p in result.perms.items()})
-            info["align_objective_before"] = np.array([result.objective_before])
-            info["align_objective_after"] = np.array([result.objective_after])
-            info["align_reference"] = np.array([ref], dtype=np.int64)
-            writer.append({name: aligned[name].numpy()[None].astype(state_b[name].numpy().dtype, copy=False)
-                           for name in b.state_names}, info)
+        cached: dict[int, DenseState] = {}  # A's reference row, prepared once for all rows aligned to it
+        for rows, block in iter_state_blocks(b, block_bytes):
+            states, results = [], []
+            for i in range(rows.start, rows.stop):
+                ref = int(refs[i])
+                if ref not in cached:
+                    cached = {ref: dense_state(a.state_dict(ref), sym)}
+                aligned, result = align_state(cached[ref], {k: v[i - rows.start] for k, v in block.items()},
+                                              sym, max_sweeps)
+                states.append(aligned)
+                results.append(result)
+            info: dict[str, Any] = {name: b.info(name, rows) for name in b.info_names}
+            info.update({f"align_perm.{g}": torch.stack([r.perms[g] for r in results]).numpy().astype(np.int64)
+                         for g in results[0].perms})
+            info["align_objective_before"] = np.array([r.objective_before for r in results])
+            info["align_objective_after"] = np.array([r.objective_after for r in results])
+            info["align_reference"] = refs[rows].astype(np.int64)
+            writer.append({name: torch.stack([s[name] for s in states]).numpy() for name in b.state_names}, info)
     return open_store(out_path)
 
 
@@ -115,8 +120,10 @@ def store_barriers(a_path: str | os.PathLike, b_path: str | os.PathLike, *, row_
 def converged_pair(path: str | os.PathLike) -> tuple[int, int]:
     """The first two networks of a store flagged converged (rows 0 and 1 without the flag,
     or when fewer than two converged): the pair the workflow aligns."""
+    from symbnn.mmd.ensembles import converged_rows
+
     store = open_store(path)
     if store.n_samples < 2:
         raise ValueError(f"{store.path}: alignment needs two networks, the store has {store.n_samples}")
-    rows = np.flatnonzero(store.info("converged")) if "converged" in store.info_names else np.arange(2)
-    return (int(rows[0]), int(rows[1])) if len(rows) >= 2 else (0, 1)
+    rows = converged_rows(path)
+    return (rows[0], rows[1]) if len(rows) >= 2 else (0, 1)

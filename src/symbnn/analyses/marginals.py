@@ -106,15 +106,11 @@ def ks_tests(stages: dict[str, State]):
             for a, b in combinations(range(units), 2):
                 # ks_2samp is vectorised over the leading axis with axis=-1
                 result = ks_2samp(samples[a], samples[b], axis=-1)
-                for j in range(coords):
-                    rows["stage"].append(stage)
-                    rows["layer"].append(layer)
-                    rows["unit_a"].append(a)
-                    rows["unit_b"].append(b)
-                    rows["coordinate"].append(j)
-                    rows["statistic"].append(float(np.atleast_1d(result.statistic)[j]))
-                    rows["pvalue"].append(float(np.atleast_1d(result.pvalue)[j]))
-                    rows["n"].append(n)
+                for key, value in (("stage", stage), ("layer", layer), ("unit_a", a), ("unit_b", b), ("n", n)):
+                    rows[key].extend([value] * coords)
+                rows["coordinate"].extend(range(coords))
+                rows["statistic"].extend(np.atleast_1d(result.statistic).astype(float).tolist())
+                rows["pvalue"].extend(np.atleast_1d(result.pvalue).astype(float).tolist())
     return pl.DataFrame(rows)
 
 
@@ -161,11 +157,12 @@ def marginals_figure(result: MarginalResult, path, units: int = 4, title: str = 
     with the layer's median KS p-value."""
     from symbnn.report.figures import plt, save_figure
 
-    layers = list(unit_samples(result.stages["trained"]))
+    samples_by_stage = {stage: unit_samples(result.stages[stage]) for stage in STAGES}
+    layers = list(samples_by_stage["trained"])
     fig, axes = plt.subplots(len(layers), len(STAGES), figsize=(4.2 * len(STAGES), 2.8 * len(layers)),
                              squeeze=False)
     for c, stage in enumerate(STAGES):
-        samples = unit_samples(result.stages[stage])
+        samples = samples_by_stage[stage]
         for r, layer in enumerate(layers):
             ax = axes[r][c]
             picked = np.unique(np.linspace(0, samples[layer].shape[0] - 1, units).round().astype(int))

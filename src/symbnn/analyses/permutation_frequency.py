@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
 from symbnn.symmetry import canonicalize, unit_groups
-from symbnn.train.loop import seed_batches
+from symbnn.train.batches import batch_bounds
+from symbnn.train.loop import fit_module
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model
 from symbnn.analyses.settings import known_keys
@@ -95,31 +95,19 @@ def snapshots(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seed
     """Train one seed; return the stacked weights at steps 0, every, 2 every, ... and the
     last step (name -> (T, *shape) on the CPU), those steps, and the lr in force at each."""
     model = build_seeded_model(model_spec, seed).to(device)
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
-                                nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
-    taken, steps, lrs = [], [], []
+    per_epoch = len(batch_bounds(len(train), recipe.batch_size))
+    last = per_epoch * recipe.epochs
+    taken, steps = [], []
 
-    def take(step: int, lr: float) -> None:
-        taken.append({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
-        steps.append(step)
-        lrs.append(lr)
+    def take(step: int, model: torch.nn.Module) -> None:
+        if step % every == 0 or step == last:
+            taken.append({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+            steps.append(step)
 
-    step, lr = 0, recipe.lr_at(0)
-    take(0, lr)
-    for epoch, x, y in seed_batches(train, recipe.batch_size, seed, recipe.epochs, device, recipe.augment):
-        lr = recipe.lr_at(epoch)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        step += 1
-        if step % every == 0:
-            take(step, lr)
-    if steps[-1] != step:
-        take(step, lr)
+    take(0, model)
+    fit_module(model, recipe, train, seed, device, on_step=take)
+    # step s >= 1 is taken in epoch (s - 1) // per_epoch; step 0 is before epoch 0
+    lrs = [recipe.lr_at(max(step - 1, 0) // per_epoch) for step in steps]
     state = {name: torch.stack([t[name] for t in taken]) for name in taken[0]}
     return state, np.array(steps), np.array(lrs)
 
@@ -139,15 +127,9 @@ def sorting_permutations(state: dict[str, torch.Tensor], model_spec: dict[str, A
     return out
 
 
-def permutation_taus(state: dict[str, torch.Tensor], model_spec: dict[str, Any],
-                     keys: Sequence[str] = KEYS) -> dict[tuple[str, str], np.ndarray]:
-    """(key, unit group) -> (T - 1,) tau between consecutive snapshots' sorting permutations."""
-    return {k: consecutive_tau(p).numpy() for k, p in sorting_permutations(state, model_spec, keys).items()}
-
-
 def milestone_steps(recipe: Recipe, n_train: int) -> list[int]:
     """The training steps at which the recipe's learning-rate milestones take effect."""
-    per_epoch = -(-n_train // recipe.batch_size)  # the last batch is the remainder
+    per_epoch = len(batch_bounds(n_train, recipe.batch_size))
     return [m * per_epoch for m in recipe.milestones]
 
 

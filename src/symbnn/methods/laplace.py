@@ -142,17 +142,18 @@ def to_states(flat: torch.Tensor, model: nn.Module, subset: str,
         raise RuntimeError(f"Laplace samples have shape {tuple(flat.shape)}, expected (S, {total}) "
                            f"for subset {subset!r}")
     count = flat.shape[0]
-    out = {name: t.detach().cpu().unsqueeze(0).expand(count, *t.shape).clone()
-           for name, t in state.items()}
     flat = flat.detach().cpu()
-    offset = 0
+    sampled, offset = {}, 0
     for name, shape in blocks:
-        if name not in out:
+        if name not in state:
             raise RuntimeError(f"sampled parameter {name!r} is not in the model's state dict")
         size = math.prod(shape)
-        out[name] = flat[:, offset:offset + size].reshape(count, *shape).to(out[name].dtype).clone()
+        sampled[name] = flat[:, offset:offset + size].reshape(count, *shape).to(state[name].dtype).clone()
         offset += size
-    return out
+    # Only the tensors the samples do not hold are repeated (in the state dict's order).
+    return {name: sampled[name] if name in sampled else
+            t.detach().cpu().unsqueeze(0).expand(count, *t.shape).clone()
+            for name, t in state.items()}
 
 
 def fit_laplace(model: nn.Module, loader: DataLoader, *, likelihood: str = "classification",

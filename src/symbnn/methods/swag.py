@@ -45,9 +45,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from symbnn.data.core import ImageData
 from symbnn.methods import settings as checks
 from symbnn.methods.base import Mode, Problem, generator
+from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
 from symbnn.train.loop import seed_batches
 
 NAME = "swag"
@@ -149,44 +149,6 @@ class SwagMoments:
             low_rank = (z2.to(d.dtype) @ d.t()).to(torch.float64)
             out.add_(low_rank, alpha=1.0 / math.sqrt(2.0 * (d.shape[1] - 1)))
         return out.mul_(math.sqrt(scale)).add_(self._mean)
-
-
-def batchnorm_layers(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
-    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-
-
-@torch.no_grad()
-def refresh_batchnorm(model: nn.Module, batches) -> nn.Module:
-    """Recompute every BatchNorm layer's running statistics from `batches` (an iterable of
-    input tensors): reset them, then forward each batch in train mode with momentum
-    b / (n + b) (b: batch size, n: inputs seen), so the running mean and variance are the
-    size-weighted averages of the batch statistics. Momenta and the train/eval flag are
-    restored afterwards. A model without BatchNorm is left untouched."""
-    layers = batchnorm_layers(model)
-    if not layers:
-        return model
-    was_training = model.training
-    momenta = [layer.momentum for layer in layers]
-    for layer in layers:
-        layer.reset_running_stats()
-    model.train()
-    seen = 0
-    for x in batches:
-        b = x.shape[0]
-        for layer in layers:
-            layer.momentum = b / (seen + b)
-        model(x)
-        seen += b
-    for layer, momentum in zip(layers, momenta):
-        layer.momentum = momentum
-    model.train(was_training)
-    return model
-
-
-def training_inputs(train: ImageData, batch_size: int, device: torch.device | str):
-    """The training inputs, normalised, in order, in batches (no augmentation)."""
-    for start in range(0, len(train), batch_size):
-        yield train.normalize(train.images[start:start + batch_size].to(device))
 
 
 def data_order_seed(mode_seed: int, seed: int) -> int:

@@ -26,7 +26,7 @@ import scipy.linalg.blas as blas
 import torch
 
 import symbnn.device
-from symbnn.mmd.threads import threads_for
+from symbnn.threads import numba_threads_for
 
 # A tile pair's column panels (2 x TILE rows x PANEL floats = 256 KiB) stay in L2 while each
 # row panel of the inner loop (2 KiB) stays in L1.
@@ -126,7 +126,7 @@ class PooledDistances:
         if block.shape[1] == 0:
             return
         if self.backend == "numba":
-            with threads_for(self.n_rows**2 * block.shape[1] // 2):
+            with numba_threads_for(self.n_rows**2 * block.shape[1] // 2):
                 _l1_upper_accumulate(block, self._l1, block.dtype.type(0), TILE, PANEL,
                                      self._tile_i, self._tile_j)
         else:
@@ -143,7 +143,7 @@ class PooledDistances:
             # The result is Fortran-ordered: its lower triangle, transposed, is a C-ordered
             # upper triangle that the accumulation reads row by row.
             lower = syrk(1.0, centred.T, trans=1, lower=1)
-            with threads_for(self.n_rows**2 // 2):
+            with numba_threads_for(self.n_rows**2 // 2):
                 _add_upper(self._gram, lower.T)
         else:
             centred = block - block.mean(dim=0, keepdim=True)

@@ -21,8 +21,7 @@ import numba
 import numpy as np
 import torch
 
-from symbnn.mmd.threads import threads_for
-from symbnn.symmetry.threads import cpu_threads_for
+from symbnn.threads import numba_threads_for, torch_threads_for
 
 N_BANDWIDTHS = 10
 PAIR_CHUNK = 32768
@@ -173,7 +172,7 @@ def _mmd_values_numba(l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: to
     n_rows = l1.shape[0]
     out = []
     for dist, neg_inv in ((l1, neg_inv1), (l2sq, neg_inv2)):
-        with threads_for(n_rows * (n_rows - 1) // 2 * len(neg_inv)):
+        with numba_threads_for(n_rows * (n_rows - 1) // 2 * len(neg_inv)):
             sums = _block_sums_cpu(np.ascontiguousarray(dist.double().numpy()), n, neg_inv.double().numpy())
         out.append(_unbiased(sums, n, n_rows - n))
     return np.concatenate(out)
@@ -217,7 +216,7 @@ def mmd_values(l1: torch.Tensor, l2sq: torch.Tensor, n: int,
     first ``n`` rows are the X (target) samples. Kernels are evaluated on distinct pairs only."""
     m = l1.shape[0] - n
     if bandwidths is None:
-        with cpu_threads_for(n * m, l1.device):  # a sort of the n x m cross distances: small
+        with torch_threads_for(n * m, l1.device):  # a sort of the n x m cross distances: small
             bandwidths = all_bandwidths(l1, l2sq, n)
     lam1, lam2 = bandwidths[:N_BANDWIDTHS], bandwidths[N_BANDWIDTHS:]
     # Laplace exp(-d1 / lambda), Gaussian exp(-d2^2 / lambda^2): scales of the distances.

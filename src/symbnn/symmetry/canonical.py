@@ -45,7 +45,7 @@ from symbnn.symmetry.structure import (
     topological_group_order,
     topological_scale_order,
 )
-from symbnn.symmetry.threads import cpu_threads_for
+from symbnn.threads import torch_threads_for
 
 SCALE_MODES = ("unitnorm", "unitstd")
 KEYS = ("first", "max")
@@ -137,7 +137,7 @@ def canonicalize(state: Mapping[str, torch.Tensor], sym: Symmetry, *, scale: str
     """Canonical form of one network or a stack of networks (see the module docstring).
     ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
     device = next(iter(state.values())).device
-    with cpu_threads_for(sum(state[t].numel() for t in sym.tensors if t in state), device):
+    with torch_threads_for(sum(state[t].numel() for t in sym.tensors if t in state), device):
         return _canonicalize(state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset)
 
 

@@ -67,8 +67,12 @@ class MassProblem:
     _at_one: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
+    def device(self) -> torch.device:
+        return self.terms[0].q.device
+
+    @property
     def on_cpu(self) -> bool:
-        return self.terms[0].q.device.type == "cpu"
+        return self.device.type == "cpu"
 
     def flat(self) -> FlatTerms:
         """The CPU layout; built once (mass_problem and subset build it with the terms)."""
@@ -77,26 +81,27 @@ class MassProblem:
             self._flat = _flat_terms(q.numpy(), self.terms, self.widths)
         return self._flat
 
-    def _side_sums(self, s2: list[torch.Tensor] | None):
-        """(incoming (n, units), outgoing (n, units), mass (n,)) at scales s2, one compiled pass."""
+    def _stacked(self, s2: list[torch.Tensor]) -> np.ndarray:
+        """Scales as one C-ordered (n, units) float64 array, the layout of `flat`."""
+        return np.ascontiguousarray(torch.cat([s.reshape(self.n, -1) for s in s2], dim=1)
+                                    .to(torch.float64).numpy())
+
+    def _side_sums(self, s2_all: np.ndarray | None):
+        """(incoming (n, units), outgoing (n, units), mass (n,)) at stacked scales (s = 1 if
+        None), one compiled pass."""
         f = self.flat()
-        units = int(f.var_offset[-1])
-        if s2 is None:
+        if s2_all is None:
             if self._at_one is None:   # mass before and the degenerate check both need it
-                self._at_one = _side_sums(f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset,
-                                          f.var_offset, np.ones((self.n, units)))
+                self._at_one = self._side_sums(np.ones((self.n, int(f.var_offset[-1]))))
             return self._at_one
-        s2_all = torch.cat([s.reshape(self.n, -1) for s in s2], dim=1).to(torch.float64).numpy()
-        return _side_sums(f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset, f.var_offset,
-                          np.ascontiguousarray(s2_all))
+        return _side_sums(f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset, f.var_offset, s2_all)
 
     def ones(self) -> list[torch.Tensor]:
-        device = self.terms[0].q.device
-        return [torch.ones(self.n, w, dtype=torch.float64, device=device) for w in self.widths]
+        return [torch.ones(self.n, w, dtype=torch.float64, device=self.device) for w in self.widths]
 
     def incoming(self, s2: list[torch.Tensor] | None, v: int) -> torch.Tensor:
         """A_v: per unit sum_j Q[i, j] / s_in[j]^2 over terms whose rows v scales (s = 1 if None)."""
-        total = torch.zeros(self.n, self.widths[v], dtype=torch.float64, device=self.terms[0].q.device)
+        total = torch.zeros(self.n, self.widths[v], dtype=torch.float64, device=self.device)
         for t in self.terms:
             if t.out_var == v:
                 total = total + (t.q.sum(2) if t.in_var is None or s2 is None else
@@ -105,7 +110,7 @@ class MassProblem:
 
     def outgoing(self, s2: list[torch.Tensor] | None, v: int) -> torch.Tensor:
         """B_v: per unit sum_k s_out[k]^2 Q[k, i] over terms whose columns v divides (s = 1 if None)."""
-        total = torch.zeros(self.n, self.widths[v], dtype=torch.float64, device=self.terms[0].q.device)
+        total = torch.zeros(self.n, self.widths[v], dtype=torch.float64, device=self.device)
         for t in self.terms:
             if t.in_var == v:
                 total = total + (t.q.sum(1) if t.out_var is None or s2 is None else
@@ -114,13 +119,9 @@ class MassProblem:
 
     def mass(self, s2: list[torch.Tensor] | None = None) -> torch.Tensor:
         if self.on_cpu:
-            if s2 is None:
-                return torch.from_numpy(self._side_sums(None)[2].copy())
-            f = self.flat()
-            s2_all = torch.cat([s.reshape(self.n, -1) for s in s2], dim=1).to(torch.float64).numpy()
-            return torch.from_numpy(_mass_at(f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset,
-                                             f.var_offset, np.ascontiguousarray(s2_all)))
-        total = torch.zeros(self.n, dtype=torch.float64, device=self.terms[0].q.device)
+            at = None if s2 is None else self._stacked(s2)
+            return torch.from_numpy(self._side_sums(at)[2].copy())
+        total = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         for t in self.terms:
             q = t.q
             if s2 is not None and t.out_var is not None:
@@ -134,10 +135,10 @@ class MassProblem:
         """(n,) max over units of |log(incoming mass / outgoing mass)|: zero at the optimum
         (the gradient in log-scale is twice incoming minus outgoing)."""
         if self.on_cpu:
-            incoming, outgoing, _ = self._side_sums(s2)
-            s2_all = torch.cat([s.reshape(self.n, -1) for s in s2], dim=1).to(torch.float64).numpy()
+            s2_all = self._stacked(s2)
+            incoming, outgoing, _ = self._side_sums(s2_all)
             return torch.from_numpy(np.abs(np.log(s2_all * s2_all * incoming / outgoing)).max(axis=1))
-        worst = torch.zeros(self.n, dtype=torch.float64, device=self.terms[0].q.device)
+        worst = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         for v in range(len(self.names)):
             ratio = s2[v] ** 2 * self.incoming(s2, v) / self.outgoing(s2, v)
             worst = torch.maximum(worst, ratio.log().abs().amax(dim=1))
@@ -165,16 +166,13 @@ class MassProblem:
         return found
 
     def degenerate(self) -> torch.Tensor:
-        mask = torch.zeros(self.n, dtype=torch.bool, device=self.terms[0].q.device)
+        mask = torch.zeros(self.n, dtype=torch.bool, device=self.device)
         for _, _, zero in self.degenerate_units():
             mask |= zero.any(dim=1)
         return mask
 
     def subset(self, rows: torch.Tensor) -> MassProblem:
-        if self.on_cpu:
-            return _problem(self.names, self.widths, [t.q[rows] for t in self.terms], self.terms)
-        terms = [Term(t.tensor, t.q[rows], t.mask, t.out_var, t.in_var) for t in self.terms]
-        return MassProblem(self.names, self.widths, terms, int(rows.numel()))
+        return _problem(self.names, self.widths, [t.q[rows] for t in self.terms], self.terms)
 
 
 def _problem(names, widths, qs: list[torch.Tensor], like: list[Term]) -> MassProblem:
@@ -244,35 +242,6 @@ def _side_sums(q, out_var, in_var, rows, cols, offset, var_offset, s2):
                     total += row
         mass[r] = total
     return incoming, outgoing, mass
-
-
-@numba.njit(cache=True, fastmath={"reassoc", "contract", "nsz"})
-def _mass_at(q, out_var, in_var, rows, cols, offset, var_offset, s2):
-    """The mass per sample at scales s2: `_side_sums`'s third output without the per-unit sums."""
-    n, units = s2.shape
-    mass = np.zeros(n)
-    inv = np.empty(units)
-    for r in range(n):
-        qr, sr = q[r], s2[r]
-        for u in range(units):
-            inv[u] = 1.0 / sr[u]
-        total = 0.0
-        for t in range(out_var.shape[0]):
-            o, i, nr, nc, start = out_var[t], in_var[t], rows[t], cols[t], offset[t]
-            o0 = var_offset[o] if o >= 0 else 0
-            i0 = var_offset[i] if i >= 0 else 0
-            for k in range(nr):
-                base = start + k * nc
-                row = 0.0
-                if i >= 0:
-                    for j in range(nc):
-                        row += qr[base + j] * inv[i0 + j]
-                else:
-                    for j in range(nc):
-                        row += qr[base + j]
-                total += sr[o0 + k] * row if o >= 0 else row
-        mass[r] = total
-    return mass
 
 
 def _squared_rows(w: torch.Tensor) -> torch.Tensor:

@@ -78,7 +78,7 @@ def solve_cvxpy(problem: MassProblem, solver: str = "CLARABEL", **solver_options
             u_all[i] = u.value
         stats = prob.solver_stats
         iterations[i] = int(stats.num_iters) if stats is not None and stats.num_iters is not None else -1
-    device = problem.terms[0].q.device
+    device = problem.device
     s2 = [torch.from_numpy(np.exp(2 * u_all[:, offsets[v]:offsets[v + 1]])).to(device)
           for v in range(len(problem.widths))]
     converged = torch.tensor([s in ("optimal", "optimal_inaccurate") for s in status], device=device)

@@ -42,8 +42,8 @@ import numba
 import numpy as np
 import torch
 
-from symbnn.mmd.threads import threads_for
 from symbnn.symmetry.mass import MassProblem
+from symbnn.threads import numba_threads_for
 
 BACKENDS = ("auto", "numba", "torch")
 
@@ -90,10 +90,9 @@ def solve_fast(problem: MassProblem, tol: float = 1e-9, max_sweeps: int = 10_000
         raise ValueError(f"relaxation must lie in [1, 2), got {relaxation}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    on_cpu = problem.terms[0].q.device.type == "cpu"
-    if backend == "numba" and not on_cpu:
-        raise ValueError(f"backend 'numba' runs on the CPU; the problem is on {problem.terms[0].q.device}")
-    if backend == "torch" or (backend == "auto" and not on_cpu):
+    if backend == "numba" and not problem.on_cpu:
+        raise ValueError(f"backend 'numba' runs on the CPU; the problem is on {problem.device}")
+    if backend == "torch" or (backend == "auto" and not problem.on_cpu):
         return _solve_torch(problem, tol, max_sweeps, relaxation)
     return _solve_numba(problem, tol, max_sweeps, relaxation)
 
@@ -124,7 +123,7 @@ def _solve_numba(problem: MassProblem, tol: float, max_sweeps: int, relaxation: 
     # About 30 sweeps over the coupled weights and the units of every sample: below a few
     # million updates one thread beats waking a team (a store of 1000 OptuNets: 3 million).
     work = 30 * problem.n * (int(sum(f.rows[coupled_terms] * f.cols[coupled_terms])) + int(f.var_offset[-1]))
-    with threads_for(work):
+    with numba_threads_for(work):
         s2, sweeps, residual = _bcd_cpu(
             f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset, f.var_offset, coupled_terms,
             out_ptr, out_idx, in_ptr, in_idx, np.asarray(_colour_order(problem), dtype=np.int64), relax,
@@ -293,7 +292,7 @@ def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, o
 
 def _solve_torch(problem: MassProblem, tol: float, max_sweeps: int, relaxation: float) -> FastSolution:
     n, n_vars = problem.n, len(problem.names)
-    device = problem.terms[0].q.device
+    device = problem.device
     # Terms with a fixed far side contribute constants: precompute them once.
     a_fixed: list[torch.Tensor | None] = [None] * n_vars
     b_fixed: list[torch.Tensor | None] = [None] * n_vars

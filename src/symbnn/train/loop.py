@@ -55,16 +55,19 @@ def seed_batches(train: ImageData, batch_size: int, seed: int, epochs: int,
 
 
 def fit_module(model: torch.nn.Module, recipe: Recipe, train: ImageData, seed: int,
-               device: torch.device | str = "cpu", loss_fn: LossFn = cross_entropy_loss) -> float:
+               device: torch.device | str = "cpu", loss_fn: LossFn = cross_entropy_loss,
+               on_step: Callable[[int, torch.nn.Module], None] | None = None) -> float:
     """Train `model` in place with `recipe` (SGD, schedule) in seed `seed`'s data order;
     returns the final epoch's mean loss. `loss_fn(model, x, y)` lets a method change the
-    objective (e.g. an ELBO) while keeping the recipe's optimiser and schedule."""
+    objective (e.g. an ELBO) while keeping the recipe's optimiser and schedule.
+    `on_step(step, model)`, if given, is called after each optimiser step (steps 1, 2, ...)."""
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
                                 nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per step
     current_epoch = -1
-    for epoch, x, y in seed_batches(train, recipe.batch_size, seed, recipe.epochs, device, recipe.augment):
+    batches = seed_batches(train, recipe.batch_size, seed, recipe.epochs, device, recipe.augment)
+    for step, (epoch, x, y) in enumerate(batches, start=1):
         if epoch != current_epoch:
             current_epoch = epoch
             for group in optimizer.param_groups:
@@ -75,4 +78,6 @@ def fit_module(model: torch.nn.Module, recipe: Recipe, train: ImageData, seed: i
         loss.backward()
         optimizer.step()
         loss_sum += loss.detach() * x.shape[0]
+        if on_step is not None:
+            on_step(step, model)
     return float(loss_sum) / len(train)
