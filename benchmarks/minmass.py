@@ -11,8 +11,8 @@ Both solvers get the same networks in the same run, timed end to end through
 `symbnn.minmass.min_mass` (problem set-up included); the table also gives the time per network.
 Fast-solver times are the best of a few repeats (see --repeats); cvxpy runs once (a compiled
 problem re-solved per network). Wall-clock and CPU times are both reported: on a shared,
-oversubscribed CPU the wall clock includes time spent waiting for a core. Targets (issue "Symmetry engine"): fast >= 1000x faster than cvxpy wherever cvxpy
-finishes, a ResNet-18 under 2 s, a store of 1000 OptuNets under 5 s.
+oversubscribed CPU the wall clock includes time spent waiting for a core. Targets: fast
+>= 1000x faster than cvxpy wherever cvxpy finishes, a ResNet-18 under 2 s, a store of 1000 OptuNets under 5 s.
 """
 
 from __future__ import annotations
@@ -116,24 +116,46 @@ def time_fast(state, sym, repeats: int, relaxation: float | None):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized run: fewer networks, cvxpy timeout 30 s")
-    parser.add_argument("--cvxpy-timeout", type=float, default=None,
-                        help="seconds before a cvxpy case is skipped (default 600, 30 with --quick)")
-    parser.add_argument("--cvxpy-mem-gib", type=float, default=6.0,
-                        help="resident-memory limit of the cvxpy child (the machine is shared)")
-    parser.add_argument("--repeats", type=int, default=5, help="fast-solver repeats (best is reported)")
-    parser.add_argument("--relaxation", type=float, default=None,
-                        help="fast solver's over-relaxation (1 = exact block coordinate descent; "
-                             f"default {DEFAULT_RELAXATION})")
-    parser.add_argument("--only", default=None, help="run only the cases whose label contains this text")
+    parser.add_argument(
+        "--quick", action="store_true", help="CI-sized run: fewer networks, cvxpy timeout 30 s"
+    )
+    parser.add_argument(
+        "--cvxpy-timeout",
+        type=float,
+        default=None,
+        help="seconds before a cvxpy case is skipped (default 600, 30 with --quick)",
+    )
+    parser.add_argument(
+        "--cvxpy-mem-gib",
+        type=float,
+        default=6.0,
+        help="resident-memory limit of the cvxpy child (the machine is shared)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="fast-solver repeats (best is reported)"
+    )
+    parser.add_argument(
+        "--relaxation",
+        type=float,
+        default=None,
+        help="fast solver's over-relaxation (1 = exact block coordinate descent; "
+        f"default {DEFAULT_RELAXATION})",
+    )
+    parser.add_argument(
+        "--only", default=None, help="run only the cases whose label contains this text"
+    )
     parser.add_argument("--out", default=None, help="also write the table as CSV here")
     args = parser.parse_args(argv)
-    timeout = args.cvxpy_timeout if args.cvxpy_timeout is not None else (30.0 if args.quick else 600.0)
+    timeout = (
+        args.cvxpy_timeout if args.cvxpy_timeout is not None else (30.0 if args.quick else 600.0)
+    )
 
-    print(f"# min-mass benchmark: torch {torch.__version__}, {os.cpu_count()} CPUs, "
-          f"{torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.2f} at start, "
-          f"cvxpy timeout {timeout:.0f} s, fast-solver relaxation "
-          f"{args.relaxation if args.relaxation is not None else DEFAULT_RELAXATION}")
+    print(
+        f"# min-mass benchmark: torch {torch.__version__}, {os.cpu_count()} CPUs, "
+        f"{torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.2f} at start, "
+        f"cvxpy timeout {timeout:.0f} s, fast-solver relaxation "
+        f"{args.relaxation if args.relaxation is not None else DEFAULT_RELAXATION}"
+    )
     rows = []
     for label, spec, n_full, n_quick in CASES:
         if args.only and args.only not in label:
@@ -143,18 +165,31 @@ def main(argv=None) -> int:
         state = random_state(spec, n, seed=0, dtype=torch.float32)
         fast_s, fast_cpu, fast = time_fast(state, sym, args.repeats, args.relaxation)
         (cvx_s, cvx_cpu), cvx_status, cvx_mass = run_cvxpy(state, spec, timeout, args.cvxpy_mem_gib)
-        agree = float(((fast.mass_after - cvx_mass).abs() / cvx_mass).max()) if cvx_mass is not None else float("nan")
-        rows.append({
-            "case": label, "networks": n, "weights_per_network": int(sum(np.prod(sym.shapes[t]) for t in sym.mass_tensors)),
-            "fast_s": fast_s, "fast_sweeps_max": int(fast.iterations.max()),
-            "fast_converged": f"{int(fast.converged.sum())}/{n}", "fast_residual_max": float(fast.residual.max()),
-            "cvxpy_s": cvx_s if cvx_s is not None else float("nan"), "cvxpy_status": cvx_status,
-            "speedup": cvx_s / fast_s if cvx_s is not None else float("nan"), "mass_rel_diff": agree,
-            "fast_us_per_net": 1e6 * fast_s / n,
-            "cvxpy_ms_per_net": 1e3 * cvx_s / n if cvx_s is not None else float("nan"),
-            "fast_cpu_s": fast_cpu, "cvxpy_cpu_s": cvx_cpu if cvx_cpu is not None else float("nan"),
-            "cpu_speedup": cvx_cpu / fast_cpu if cvx_cpu is not None else float("nan"),
-        })
+        agree = (
+            float(((fast.mass_after - cvx_mass).abs() / cvx_mass).max())
+            if cvx_mass is not None
+            else float("nan")
+        )
+        rows.append(
+            {
+                "case": label,
+                "networks": n,
+                "weights_per_network": int(sum(np.prod(sym.shapes[t]) for t in sym.mass_tensors)),
+                "fast_s": fast_s,
+                "fast_sweeps_max": int(fast.iterations.max()),
+                "fast_converged": f"{int(fast.converged.sum())}/{n}",
+                "fast_residual_max": float(fast.residual.max()),
+                "cvxpy_s": cvx_s if cvx_s is not None else float("nan"),
+                "cvxpy_status": cvx_status,
+                "speedup": cvx_s / fast_s if cvx_s is not None else float("nan"),
+                "mass_rel_diff": agree,
+                "fast_us_per_net": 1e6 * fast_s / n,
+                "cvxpy_ms_per_net": 1e3 * cvx_s / n if cvx_s is not None else float("nan"),
+                "fast_cpu_s": fast_cpu,
+                "cvxpy_cpu_s": cvx_cpu if cvx_cpu is not None else float("nan"),
+                "cpu_speedup": cvx_cpu / fast_cpu if cvx_cpu is not None else float("nan"),
+            }
+        )
         print(_row(rows[-1]), flush=True)
 
     if args.only and args.only not in "OptuNet store":
@@ -164,21 +199,38 @@ def main(argv=None) -> int:
     n_store = 100 if args.quick else 1000
     state = random_state({"name": "optunet"}, n_store, seed=1, dtype=torch.float32)
     with tempfile.TemporaryDirectory() as tmp:
-        store = write_store(os.path.join(tmp, "optunets.zarr"), state, {"seed": np.arange(n_store)},
-                            {"architecture": {"name": "optunet"}})
+        store = write_store(
+            os.path.join(tmp, "optunets.zarr"),
+            state,
+            {"seed": np.arange(n_store)},
+            {"architecture": {"name": "optunet"}},
+        )
         best, best_cpu = float("inf"), float("inf")
         for _ in range(args.repeats):
             start, cpu = time.perf_counter(), time.process_time()
             table = minmass_table(store.path)
             best = min(best, time.perf_counter() - start)
             best_cpu = min(best_cpu, time.process_time() - cpu)
-    rows.append({"case": "OptuNet store -> minmass_table (exact)", "networks": n_store, "weights_per_network": 0,
-                 "fast_s": best, "fast_us_per_net": 1e6 * best / n_store, "cvxpy_ms_per_net": float("nan"),
-                 "fast_sweeps_max": int(table["iterations"].max()),
-                 "fast_converged": f"{int(table['converged'].sum())}/{n_store}",
-                 "fast_residual_max": float(table["residual"].max()), "cvxpy_s": float("nan"),
-                 "cvxpy_status": "not run", "speedup": float("nan"), "mass_rel_diff": float("nan"),
-                 "fast_cpu_s": best_cpu, "cvxpy_cpu_s": float("nan"), "cpu_speedup": float("nan")})
+    rows.append(
+        {
+            "case": "OptuNet store -> minmass_table (exact)",
+            "networks": n_store,
+            "weights_per_network": 0,
+            "fast_s": best,
+            "fast_us_per_net": 1e6 * best / n_store,
+            "cvxpy_ms_per_net": float("nan"),
+            "fast_sweeps_max": int(table["iterations"].max()),
+            "fast_converged": f"{int(table['converged'].sum())}/{n_store}",
+            "fast_residual_max": float(table["residual"].max()),
+            "cvxpy_s": float("nan"),
+            "cvxpy_status": "not run",
+            "speedup": float("nan"),
+            "mass_rel_diff": float("nan"),
+            "fast_cpu_s": best_cpu,
+            "cvxpy_cpu_s": float("nan"),
+            "cpu_speedup": float("nan"),
+        }
+    )
     print(_row(rows[-1]), flush=True)
     print()
     print(_markdown(rows))
@@ -191,28 +243,33 @@ def main(argv=None) -> int:
 
 
 def _row(r) -> str:
-    return (f"{r['case']:<40} n={r['networks']:<5} fast {r['fast_s']:.4f} s (cpu {r['fast_cpu_s']:.4f}, "
-            f"{r['fast_us_per_net']:.1f} us/net)  cvxpy {r['cvxpy_s']:.2f} s ({r['cvxpy_ms_per_net']:.2f} ms/net, "
-            f"cpu {r['cvxpy_cpu_s']:.2f}, {r['cvxpy_status']})  "
-            f"speedup {r['speedup']:.0f}x (cpu {r['cpu_speedup']:.0f}x)  mass rel diff {r['mass_rel_diff']:.1e}")
+    return (
+        f"{r['case']:<40} n={r['networks']:<5} fast {r['fast_s']:.4f} s (cpu {r['fast_cpu_s']:.4f}, "
+        f"{r['fast_us_per_net']:.1f} us/net)  cvxpy {r['cvxpy_s']:.2f} s ({r['cvxpy_ms_per_net']:.2f} ms/net, "
+        f"cpu {r['cvxpy_cpu_s']:.2f}, {r['cvxpy_status']})  "
+        f"speedup {r['speedup']:.0f}x (cpu {r['cpu_speedup']:.0f}x)  mass rel diff {r['mass_rel_diff']:.1e}"
+    )
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
-    return "-" if value != value else f"{value:{spec}}{suffix}"   # NaN: not measured
+    return "-" if value != value else f"{value:{spec}}{suffix}"  # NaN: not measured
 
 
 def _markdown(rows) -> str:
-    lines = ["| case | networks | fast wall (s) | fast CPU (s) | fast us/network | sweeps | converged | "
-             "cvxpy wall (s) | cvxpy ms/network | cvxpy CPU (s) | cvxpy status | speedup wall | speedup CPU | "
-             "mass rel. diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | networks | fast wall (s) | fast CPU (s) | fast us/network | sweeps | converged | "
+        "cvxpy wall (s) | cvxpy ms/network | cvxpy CPU (s) | cvxpy status | speedup wall | speedup CPU | "
+        "mass rel. diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['networks']} | {r['fast_s']:.4f} | {r['fast_cpu_s']:.4f} | "
             f"{r['fast_us_per_net']:.1f} | {r['fast_sweeps_max']} | {r['fast_converged']} | "
             f"{_fmt(r['cvxpy_s'], '.2f')} | {_fmt(r['cvxpy_ms_per_net'], '.2f')} | "
             f"{_fmt(r['cvxpy_cpu_s'], '.2f')} | {r['cvxpy_status']} | {_fmt(r['speedup'], '.0f', 'x')} | "
-            f"{_fmt(r['cpu_speedup'], '.0f', 'x')} | {_fmt(r['mass_rel_diff'], '.1e')} |")
+            f"{_fmt(r['cpu_speedup'], '.0f', 'x')} | {_fmt(r['mass_rel_diff'], '.1e')} |"
+        )
     return "\n".join(lines)
 
 

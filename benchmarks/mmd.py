@@ -32,11 +32,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
-    "kernels_over_distances": 1.2,   # 20 kernels (bandwidths included) / the two distance matrices
-    "l2_fraction_of_matmul": 0.5,    # L2 flop rate / float32 matmul rate
-    "l1_speedup_over_cdist": 5.0,    # cdist(p=1) seconds / L1 seconds (CPU)
-    "l1_over_l2": 10.0,              # L1 seconds / L2 seconds
-    "peak_memory_gib": 2.0,          # at d = 10^6
+    "kernels_over_distances": 1.2,  # 20 kernels (bandwidths included) / the two distance matrices
+    "l2_fraction_of_matmul": 0.5,  # L2 flop rate / float32 matmul rate
+    "l1_speedup_over_cdist": 5.0,  # cdist(p=1) seconds / L1 seconds (CPU)
+    "l1_over_l2": 10.0,  # L1 seconds / L2 seconds
+    "peak_memory_gib": 2.0,  # at d = 10^6
 }
 
 
@@ -107,7 +107,9 @@ def _one_pass(target, method, n, m, device, args, with_cdist):
     acc = PooledDistances(n + m, device)
     t = {"read": 0.0, "l1": 0.0, "l2": 0.0, "gemm": 0.0, "cdist": 0.0 if with_cdist else None}
     start = time.perf_counter()
-    for block in pooled_blocks(target, method, "layer.weight", slice(None), slice(None), args.max_bytes):
+    for block in pooled_blocks(
+        target, method, "layer.weight", slice(None), slice(None), args.max_bytes
+    ):
         block = acc.prepare(block)
         sync(device)
         t["read"] += time.perf_counter() - start
@@ -156,9 +158,24 @@ def worker(args) -> dict:
     # The CPU is shared and noisy: the matmul rate is measured here, next to the timings, and
     # every part keeps its best of --repeats passes (cdist runs in the first pass only).
     gflops = matmul_gflops(device)
-    t = {"read": math.inf, "l1": math.inf, "l2": math.inf, "gemm": math.inf, "kernels": math.inf, "cdist": None}
+    t = {
+        "read": math.inf,
+        "l1": math.inf,
+        "l2": math.inf,
+        "gemm": math.inf,
+        "kernels": math.inf,
+        "cdist": None,
+    }
     for repeat in range(args.repeats):
-        acc, run = _one_pass(target, method, n, m, device, args, with_cdist=repeat == 0 and d <= args.skip_cdist_above)
+        acc, run = _one_pass(
+            target,
+            method,
+            n,
+            m,
+            device,
+            args,
+            with_cdist=repeat == 0 and d <= args.skip_cdist_above,
+        )
         for key in ("read", "l1", "l2", "gemm"):
             t[key] = min(t[key], run[key])
         if run["cdist"] is not None:
@@ -177,13 +194,22 @@ def worker(args) -> dict:
     s = time.perf_counter()
     layerwise_mmd(args.target, args.method, device=device, max_bytes=args.max_bytes)
     t["end_to_end"] = time.perf_counter() - s
-    t.update({
-        "matmul_gflops": gflops, "repeats": args.repeats,
-        "device": device, "d": d, "n": n, "m": m, "median_mmd": result.median,
-        "rss_after_import_gib": rss_base,
-        "peak_rss_gib": peak_rss_gib(),
-        "cuda_peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None,
-    })
+    t.update(
+        {
+            "matmul_gflops": gflops,
+            "repeats": args.repeats,
+            "device": device,
+            "d": d,
+            "n": n,
+            "m": m,
+            "median_mmd": result.median,
+            "rss_after_import_gib": rss_base,
+            "peak_rss_gib": peak_rss_gib(),
+            "cuda_peak_gib": torch.cuda.max_memory_allocated() / 2**30
+            if device.startswith("cuda")
+            else None,
+        }
+    )
     return t
 
 
@@ -191,9 +217,23 @@ def run_dimension(d: int, device: str, args, folder: Path) -> dict:
     start = time.perf_counter()
     target, method = write_pair(folder, args.n, args.m, d)
     written = time.perf_counter() - start
-    cmd = [sys.executable, __file__, "--worker", "--device", device, "--target", str(target),
-           "--method", str(method), "--skip-cdist-above", str(args.skip_cdist_above),
-           "--max-mib", str(args.max_mib), "--repeats", str(args.repeats)] + (["--pvalue"] if args.pvalue else [])
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "--device",
+        device,
+        "--target",
+        str(target),
+        "--method",
+        str(method),
+        "--skip-cdist-above",
+        str(args.skip_cdist_above),
+        "--max-mib",
+        str(args.max_mib),
+        "--repeats",
+        str(args.repeats),
+    ] + (["--pvalue"] if args.pvalue else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     shutil.rmtree(target)
     shutil.rmtree(method)
@@ -206,11 +246,15 @@ def run_dimension(d: int, device: str, args, folder: Path) -> dict:
 
 def resnet18_sizes() -> list[int]:
     """Parameter counts of ResNet-18 (CIFAR-100) layers as the engine sees them by default."""
-    from symbnn.models import build_model
     from symbnn.mmd import BUFFER_SUFFIXES
+    from symbnn.models import build_model
 
     state = build_model({"name": "resnet18", "num_classes": 100}).state_dict()
-    return [v.numel() for k, v in state.items() if v.is_floating_point() and not k.endswith(BUFFER_SUFFIXES)]
+    return [
+        v.numel()
+        for k, v in state.items()
+        if v.is_floating_point() and not k.endswith(BUFFER_SUFFIXES)
+    ]
 
 
 def resnet18_estimate(rows: list[dict]) -> dict:
@@ -223,13 +267,18 @@ def resnet18_estimate(rows: list[dict]) -> dict:
         big = max(mine, key=lambda r: r["d"])
         per_param = (big["read"] + big["l1"] + big["l2"]) / big["d"]
         fixed = float(np.median([r["kernels"] for r in mine]))
-        est = {"n_layers": len(sizes), "n_params": sum(sizes), "from_d": big["d"],
-               "seconds": len(sizes) * fixed + per_param * sum(sizes)}
+        est = {
+            "n_layers": len(sizes),
+            "n_params": sum(sizes),
+            "from_d": big["d"],
+            "seconds": len(sizes) * fixed + per_param * sum(sizes),
+        }
         with_cdist = [r for r in mine if r["cdist"] is not None]
         if with_cdist:
             c = max(with_cdist, key=lambda r: r["d"])
-            est["seconds_with_cdist_l1"] = (len(sizes) * fixed
-                                            + (c["read"] + c["cdist"] + c["l2"]) / c["d"] * sum(sizes))
+            est["seconds_with_cdist_l1"] = len(sizes) * fixed + (
+                c["read"] + c["cdist"] + c["l2"]
+            ) / c["d"] * sum(sizes)
         estimates[device] = est
     return estimates
 
@@ -266,29 +315,60 @@ def check(name: str, value, ok_if_below: bool) -> str:
 def report(rows: list[dict], gflops: dict, estimate: dict) -> str:
     lines = []
     for device, rate in gflops.items():
-        lines.append(f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
-                     "start); the L2 column compares with the GEMM z z^T timed on the same blocks")
-    head = ("device", "d", "read s", "L1 s", "L2 s", "kernels s", "layer s", "cdist(p=1) s",
-            "kern/dist<=1.2", "L2/matmul>=0.5", "cdist/L1>=5", "L1/L2<=10", "peak RSS GiB")
+        lines.append(
+            f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
+            "start); the L2 column compares with the GEMM z z^T timed on the same blocks"
+        )
+    head = (
+        "device",
+        "d",
+        "read s",
+        "L1 s",
+        "L2 s",
+        "kernels s",
+        "layer s",
+        "cdist(p=1) s",
+        "kern/dist<=1.2",
+        "L2/matmul>=0.5",
+        "cdist/L1>=5",
+        "L1/L2<=10",
+        "peak RSS GiB",
+    )
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for r in rows:
         v = verdicts(r)
-        cdist_ok = check("l1_speedup_over_cdist", v["l1_speedup_over_cdist"], False) if r["device"] == "cpu" else "-"
+        cdist_ok = (
+            check("l1_speedup_over_cdist", v["l1_speedup_over_cdist"], False)
+            if r["device"] == "cpu"
+            else "-"
+        )
         mem = f"{r['peak_rss_gib']:.2f}"
         if r["d"] >= 10**6:
             mem += " ok" if r["peak_rss_gib"] < TARGETS["peak_memory_gib"] else " MISS"
-        cells = (r["device"], f"{r['d']:.0e}" if r["d"] >= 10**4 else str(r["d"]), f"{r['read']:.3f}",
-                 f"{r['l1']:.3f}", f"{r['l2']:.3f}", f"{r['kernels']:.3f}", f"{r['end_to_end']:.3f}",
-                 "skipped" if r["cdist"] is None else f"{r['cdist']:.2f}",
-                 check("kernels_over_distances", v["kernels_over_distances"], True),
-                 f"{v['l2_gflops']:.0f}/{v['gemm_gflops']:.0f} GF/s = " + check("l2_fraction_of_matmul", v["l2_fraction_of_matmul"], False),
-                 cdist_ok, check("l1_over_l2", v["l1_over_l2"], True), mem)
+        cells = (
+            r["device"],
+            f"{r['d']:.0e}" if r["d"] >= 10**4 else str(r["d"]),
+            f"{r['read']:.3f}",
+            f"{r['l1']:.3f}",
+            f"{r['l2']:.3f}",
+            f"{r['kernels']:.3f}",
+            f"{r['end_to_end']:.3f}",
+            "skipped" if r["cdist"] is None else f"{r['cdist']:.2f}",
+            check("kernels_over_distances", v["kernels_over_distances"], True),
+            f"{v['l2_gflops']:.0f}/{v['gemm_gflops']:.0f} GF/s = "
+            + check("l2_fraction_of_matmul", v["l2_fraction_of_matmul"], False),
+            cdist_ok,
+            check("l1_over_l2", v["l1_over_l2"], True),
+            mem,
+        )
         lines.append("| " + " | ".join(cells) + " |")
     for device, est in estimate.items():
-        text = (f"ResNet-18 ({est['n_params'] / 1e6:.1f}M params, {est['n_layers']} layers) on {device}: "
-                f"~{est['seconds'] / 60:.1f} min per pair of stores (n={rows[0]['n']}, m={rows[0]['m']}, "
-                f"extrapolated from d={est['from_d']:.0e})")
+        text = (
+            f"ResNet-18 ({est['n_params'] / 1e6:.1f}M params, {est['n_layers']} layers) on {device}: "
+            f"~{est['seconds'] / 60:.1f} min per pair of stores (n={rows[0]['n']}, m={rows[0]['m']}, "
+            f"extrapolated from d={est['from_d']:.0e})"
+        )
         if "seconds_with_cdist_l1" in est:
             text += f"; with cdist(p=1) for L1: ~{est['seconds_with_cdist_l1'] / 3600:.1f} h"
         lines.append(text)
@@ -299,17 +379,34 @@ def parse_args(argv=None):
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dims", nargs="+", type=float, default=[392, 1e4],
-                        help="parameter counts per layer (default: 392 1e4; full: 392 1e4 1e5 1e6)")
+    parser.add_argument(
+        "--dims",
+        nargs="+",
+        type=float,
+        default=[392, 1e4],
+        help="parameter counts per layer (default: 392 1e4; full: 392 1e4 1e5 1e6)",
+    )
     parser.add_argument("--n", type=int, default=1000, help="target samples")
     parser.add_argument("--m", type=int, default=100, help="method samples")
-    parser.add_argument("--device", nargs="+", default=None,
-                        help="cpu and/or cuda (default: cpu, plus cuda when present)")
-    parser.add_argument("--skip-cdist-above", type=float, default=1e5,
-                        help="no torch.cdist(p=1) comparison above this d (it takes ~15 min at 1e6)")
-    parser.add_argument("--pvalue", action="store_true", help="also time the MMDAgg test (B1 = B2 = 2000)")
+    parser.add_argument(
+        "--device",
+        nargs="+",
+        default=None,
+        help="cpu and/or cuda (default: cpu, plus cuda when present)",
+    )
+    parser.add_argument(
+        "--skip-cdist-above",
+        type=float,
+        default=1e5,
+        help="no torch.cdist(p=1) comparison above this d (it takes ~15 min at 1e6)",
+    )
+    parser.add_argument(
+        "--pvalue", action="store_true", help="also time the MMDAgg test (B1 = B2 = 2000)"
+    )
     parser.add_argument("--max-mib", type=float, default=64.0, help="block size per store read")
-    parser.add_argument("--repeats", type=int, default=3, help="passes per d; each part keeps its best")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="passes per d; each part keeps its best"
+    )
     parser.add_argument("--tmp", default=None, help="folder for the temporary stores")
     parser.add_argument("--json", default=None, help="where to write the results")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -339,12 +436,26 @@ def main(argv=None) -> int:
     estimate = resnet18_estimate(rows)
     text = report(rows, gflops, estimate)
     print(text)
-    out = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / f"mmd-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = (
+        Path(args.json)
+        if args.json
+        else ROOT / "benchmarks" / "results" / f"mmd-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k not in ("target", "method")},
-                               "cpu_count": os.cpu_count(), "matmul_gflops": gflops, "rows": rows,
-                               "verdicts": [verdicts(r) for r in rows],
-                               "resnet18": estimate, "table": text}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "args": {k: v for k, v in vars(args).items() if k not in ("target", "method")},
+                "cpu_count": os.cpu_count(),
+                "matmul_gflops": gflops,
+                "rows": rows,
+                "verdicts": [verdicts(r) for r in rows],
+                "resnet18": estimate,
+                "table": text,
+            },
+            indent=2,
+        )
+    )
     print(f"results: {out}", file=sys.stderr)
     return 0
 

@@ -40,23 +40,37 @@ def timed(fn, device: str) -> tuple[float, float]:
 
 
 def time_loop(spec, recipe, train, models: int, device: str) -> tuple[float, float]:
-    return timed(lambda: [train_one(spec, recipe, train, seed, device) for seed in range(models)], device)
+    return timed(
+        lambda: [train_one(spec, recipe, train, seed, device) for seed in range(models)], device
+    )
 
 
 def time_batched(spec, recipe, train, k: int, device: str, generic: bool) -> tuple[float, float]:
-    return timed(lambda: train_batched(spec, recipe, train, list(range(k)), device, generic=generic), device)
+    return timed(
+        lambda: train_batched(spec, recipe, train, list(range(k)), device, generic=generic), device
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--k", type=int, nargs="+", default=[32, 128, 512], help="models trained at once")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--k", type=int, nargs="+", default=[32, 128, 512], help="models trained at once"
+    )
     parser.add_argument("--steps", type=int, default=10, help="SGD steps per model")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--loop-models", type=int, default=4, help="models the loop baseline trains")
+    parser.add_argument(
+        "--loop-models", type=int, default=4, help="models the loop baseline trains"
+    )
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="best of this many runs per row")
-    parser.add_argument("--generic", action="store_true", help="also time the generic vmap formulation")
+    parser.add_argument(
+        "--generic", action="store_true", help="also time the generic vmap formulation"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -67,18 +81,28 @@ def main() -> None:
     full = load_dataset("digits", "train")
     n = args.steps * args.batch
     if n > len(full):
-        parser.error(f"--steps {args.steps} x --batch {args.batch} exceeds the {len(full)} training images")
+        parser.error(
+            f"--steps {args.steps} x --batch {args.batch} exceeds the {len(full)} training images"
+        )
     train = full.subset(slice(0, n))
     recipe = Recipe(epochs=1, batch_size=args.batch, lr=0.04, weight_decay=2e-4)
 
-    device_name = torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "cpu"
-    print(f"# OptuNet on digits, batch {args.batch}, {args.steps} steps per model, device {args.device} "
-          f"({device_name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    device_name = (
+        torch.cuda.get_device_name(args.device)
+        if torch.device(args.device).type == "cuda"
+        else "cpu"
+    )
+    print(
+        f"# OptuNet on digits, batch {args.batch}, {args.steps} steps per model, device {args.device} "
+        f"({device_name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    )
     warm = full.subset(slice(0, 2 * args.batch))  # first calls pay one-off library set-up
     time_batched(spec, recipe, warm, 2, args.device, False)
     time_loop(spec, recipe, warm, 1, args.device)
 
-    print(f"{'trainer':<14}{'K':>5}{'wall s':>9}{'CPU s':>9}{'model-steps/s':>15}{'vs loop':>9}{'per CPU-s':>11}")
+    print(
+        f"{'trainer':<14}{'K':>5}{'wall s':>9}{'CPU s':>9}{'model-steps/s':>15}{'vs loop':>9}{'per CPU-s':>11}"
+    )
     loop_rate = None
 
     def report(label: str, k: int, run) -> float:
@@ -86,15 +110,27 @@ def main() -> None:
         wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
         rate = k * args.steps / wall
         ratio = rate / loop_rate if loop_rate else 1.0
-        print(f"{label:<14}{k:>5}{wall:>9.2f}{cpu:>9.2f}{rate:>15.0f}{ratio:>8.1f}x{k * args.steps / cpu:>11.0f}",
-              flush=True)
+        print(
+            f"{label:<14}{k:>5}{wall:>9.2f}{cpu:>9.2f}{rate:>15.0f}{ratio:>8.1f}x{k * args.steps / cpu:>11.0f}",
+            flush=True,
+        )
         return rate
 
-    loop_rate = report("loop", args.loop_models, lambda: time_loop(spec, recipe, train, args.loop_models, args.device))
+    loop_rate = report(
+        "loop",
+        args.loop_models,
+        lambda: time_loop(spec, recipe, train, args.loop_models, args.device),
+    )
     kinds = [("batched", False)] + ([("batched-vmap", True)] if args.generic else [])
     for k in args.k:
         for label, generic in kinds:
-            report(label, k, lambda: time_batched(spec, recipe, train, k, args.device, generic))
+            report(
+                label,
+                k,
+                lambda k=k, generic=generic: time_batched(
+                    spec, recipe, train, k, args.device, generic
+                ),
+            )
 
 
 if __name__ == "__main__":

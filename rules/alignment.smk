@@ -1,9 +1,8 @@
 # Alignment modulo permutations (weight matching) and loss barriers between two target
 # networks; mean-field VI alignment and the symmetrised variational family on a toy MLP task.
 
+
 rule alignment_barrier:
-    message:
-        "Aligning two {wildcards.experiment} target networks and measuring the loss barrier between them"
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
     output:
@@ -23,26 +22,26 @@ rule alignment_barrier:
             subcategory="{experiment}",
             labels={"figure": "interpolation", "experiment": "{experiment}"},
         ),
-    params:
-        alignment=alignment_options("splits", "points", "bn_batches", "max_sweeps"),
-        data_root=config.get("data_root", "data"),
     log:
         f"{RESULTS}/{{experiment}}/logs/alignment_barrier.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/alignment_barrier.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        alignment=alignment_options("splits", "points", "bn_batches", "max_sweeps"),
+        data_root=config.get("data_root", "data"),
+    message:
+        "Aligning two {wildcards.experiment} target networks and measuring the loss barrier between them"
     script:
         "../workflow_scripts/alignment_barrier.py"
 
 
 rule symmetrised_vi:
-    message:
-        "Symmetrised vs mean-field variational posterior on the two-Gaussian MLP task ({wildcards.experiment})"
     output:
         runs=f"{RESULTS}/{{experiment}}/symmetrised_vi/runs.parquet",
         table=f"{RESULTS}/{{experiment}}/report/symmetrised_vi.md",
@@ -53,25 +52,25 @@ rule symmetrised_vi:
             subcategory="{experiment}",
             labels={"table": "symmetrised VI", "experiment": "{experiment}"},
         ),
-    params:
-        settings=symmetrised_vi_settings,
     log:
         f"{RESULTS}/{{experiment}}/logs/symmetrised_vi.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/symmetrised_vi.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        settings=symmetrised_vi_settings,
+    message:
+        "Symmetrised vs mean-field variational posterior on the two-Gaussian MLP task ({wildcards.experiment})"
     script:
         "../workflow_scripts/symmetrised_vi.py"
 
 
 rule variational_alignment:
-    message:
-        "Aligning two mean-field variational posteriors of the toy MLP task ({wildcards.experiment})"
     output:
         curves=f"{RESULTS}/{{experiment}}/symmetrised_vi/alignment_curves.parquet",
         table=f"{RESULTS}/{{experiment}}/report/variational_alignment.md",
@@ -89,18 +88,20 @@ rule variational_alignment:
             subcategory="{experiment}",
             labels={"figure": "VI interpolation", "experiment": "{experiment}"},
         ),
-    params:
-        alignment=alignment_options("points", "vi_samples"),
-        settings=symmetrised_vi_settings,
     log:
         f"{RESULTS}/{{experiment}}/logs/variational_alignment.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/variational_alignment.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        alignment=alignment_options("points", "vi_samples"),
+        settings=symmetrised_vi_settings,
+    message:
+        "Aligning two mean-field variational posteriors of the toy MLP task ({wildcards.experiment})"
     script:
         "../workflow_scripts/variational_alignment.py"

@@ -19,8 +19,6 @@ rule analyses:
 
 
 rule toy_posterior:
-    message:
-        "Toy posterior (paper Figure 1): training two-layer perceptrons on two Gaussian classes and removing their symmetries"
     output:
         weights=f"{ANALYSES}/toy/output_weights.parquet",
         summary_md=f"{ANALYSES}/report/toy_summary.md",
@@ -36,25 +34,25 @@ rule toy_posterior:
             category="1 Toy posterior",
             labels={"figure": "output-layer weights (Figure 1)"},
         ),
-    params:
-        settings=key_sorted(symbnn.analyses.plan.settings(config, "toy")),
     log:
         f"{ANALYSES}/logs/toy_posterior.log",
     benchmark:
         f"{ANALYSES}/benchmarks/toy_posterior.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        settings=key_sorted(symbnn.analyses.plan.settings(config, "toy")),
+    message:
+        "Toy posterior (paper Figure 1): training two-layer perceptrons on two Gaussian classes and removing their symmetries"
     script:
         "../workflow_scripts/toy_posterior.py"
 
 
 rule marginals:
-    message:
-        "Layer-wise marginals before and after symmetry removal (paper appendix D.3), with Kolmogorov-Smirnov tests"
     output:
         tests=f"{ANALYSES}/marginals/ks_tests.parquet",
         summary_md=f"{ANALYSES}/report/marginals_summary.md",
@@ -72,25 +70,25 @@ rule marginals:
             subcategory="marginals",
             labels={"figure": "marginals (Figure 9)"},
         ),
-    params:
-        settings=key_sorted(symbnn.analyses.plan.settings(config, "marginals")),
     log:
         f"{ANALYSES}/logs/marginals.log",
     benchmark:
         f"{ANALYSES}/benchmarks/marginals.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        settings=key_sorted(symbnn.analyses.plan.settings(config, "marginals")),
+    message:
+        "Layer-wise marginals before and after symmetry removal (paper appendix D.3), with Kolmogorov-Smirnov tests"
     script:
         "../workflow_scripts/marginals.py"
 
 
 rule permutation_frequency:
-    message:
-        "Permutation frequency during training of {wildcards.experiment} (paper section 5.2): Kendall's tau between consecutive sorting permutations"
     output:
         table=f"{RESULTS}/{{experiment}}/analyses/permutation_frequency.parquet",
         permutations=f"{RESULTS}/{{experiment}}/analyses/sorting_permutations.parquet",
@@ -109,25 +107,29 @@ rule permutation_frequency:
             subcategory="{experiment}",
             labels={"figure": "permutation frequency (Figure 4)", "experiment": "{experiment}"},
         ),
-    params:
-        settings=lambda wc: key_sorted(symbnn.analyses.plan.settings(config, "permutation_frequency")),
-        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
-        model=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["model"]),
-        recipe=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["recipe"]),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
     log:
         f"{RESULTS}/{{experiment}}/logs/permutation_frequency.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/permutation_frequency.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=60,
         gpu=lambda wc: compute(wc, "gpus", 0),
         slurm_partition=train_partition,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        settings=lambda wc: key_sorted(
+            symbnn.analyses.plan.settings(config, "permutation_frequency")
+        ),
+        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
+        model=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["model"]),
+        recipe=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["recipe"]),
+        data_root=config.get("data_root", "data"),
+        download=config.get("download", False),
+        device=config.get("device", "auto"),
+    message:
+        "Permutation frequency during training of {wildcards.experiment} (paper section 5.2): Kendall's tau between consecutive sorting permutations"
     script:
         "../workflow_scripts/permutation_frequency.py"

@@ -20,12 +20,14 @@ def training_config(wildcards):
     """What determines the trained weights: data, model, recipe and the convergence flag.
     Only these are rule params, so editing e.g. symmetry settings never retrains."""
     experiment = EXPERIMENTS[wildcards.experiment]
-    return key_sorted({
-        "data": experiment["data"],
-        "model": experiment["model"],
-        "recipe": experiment["recipe"],
-        "posterior": {"min_accuracy": experiment["posterior"].get("min_accuracy", 0.5)},
-    })
+    return key_sorted(
+        {
+            "data": experiment["data"],
+            "model": experiment["model"],
+            "recipe": experiment["recipe"],
+            "posterior": {"min_accuracy": experiment["posterior"].get("min_accuracy", 0.5)},
+        }
+    )
 
 
 def key_sorted(value):
@@ -85,7 +87,11 @@ def n_parameters(experiment):
 
 def mmd_gpus(wildcards):
     """The experiment's GPUs for the MMD of a large model; small models stay on CPUs."""
-    return compute(wildcards, "gpus", 0) if n_parameters(wildcards.experiment) >= LARGE_MMD_PARAMETERS else 0
+    return (
+        compute(wildcards, "gpus", 0)
+        if n_parameters(wildcards.experiment) >= LARGE_MMD_PARAMETERS
+        else 0
+    )
 
 
 def mmd_partition(wildcards):
@@ -149,11 +155,15 @@ def pool_section(experiment):
 def method_params(wildcards):
     """What one method's samples depend on besides the pool: its settings and the counts."""
     methods = methods_of(wildcards.experiment)
-    return key_sorted({
-        "settings": symbnn.methods.registry.settings_of(wildcards.method, methods),
-        "shares": symbnn.methods.registry.mode_shares(wildcards.method, wildcards.variant, methods),
-        "seed": methods.get("seed", 0),
-    })
+    return key_sorted(
+        {
+            "settings": symbnn.methods.registry.settings_of(wildcards.method, methods),
+            "shares": symbnn.methods.registry.mode_shares(
+                wildcards.method, wildcards.variant, methods
+            ),
+            "seed": methods.get("seed", 0),
+        }
+    )
 
 
 def sample_blocks(wildcards):
@@ -165,12 +175,21 @@ def sample_blocks(wildcards):
 def method_variants(experiment):
     """(method, variant) pairs an experiment's `methods` section turns on."""
     registry = symbnn.methods.registry
-    return [(m, v) for m in registry.configured_methods(methods_of(experiment)) for v in registry.variants(m)]
+    return [
+        (m, v)
+        for m in registry.configured_methods(methods_of(experiment))
+        for v in registry.variants(m)
+    ]
 
 
 # Alignment and symmetrised VI (rules/alignment.smk).
-ALIGNMENT_DEFAULTS = {"points": 11, "splits": ["train", "test"], "bn_batches": 20, "max_sweeps": 100,
-                      "vi_samples": 32}
+ALIGNMENT_DEFAULTS = {
+    "points": 11,
+    "splits": ["train", "test"],
+    "bn_batches": 20,
+    "max_sweeps": 100,
+    "vi_samples": 32,
+}
 
 
 def alignment_options(*keys):
@@ -195,9 +214,13 @@ def alignment_targets():
     for experiment in RUN:
         settings = EXPERIMENTS[experiment]
         if settings["posterior"]["n_samples"] >= 2:
-            targets += [f"{RESULTS}/{experiment}/report/alignment_barrier.md",
-                        f"{RESULTS}/{experiment}/report/alignment_interpolation.png"]
+            targets += [
+                f"{RESULTS}/{experiment}/report/alignment_barrier.md",
+                f"{RESULTS}/{experiment}/report/alignment_interpolation.png",
+            ]
         if "symmetrised_vi" in settings:
-            targets += [f"{RESULTS}/{experiment}/report/symmetrised_vi.md",
-                        f"{RESULTS}/{experiment}/report/variational_alignment.png"]
+            targets += [
+                f"{RESULTS}/{experiment}/report/symmetrised_vi.md",
+                f"{RESULTS}/{experiment}/report/variational_alignment.png",
+            ]
     return targets

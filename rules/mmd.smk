@@ -3,8 +3,6 @@
 
 
 rule mmd_deep_ensembles:
-    message:
-        "Layer-wise MMD of a Deep Ensemble of {wildcards.experiment} checkpoints vs the rest"
     input:
         target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
@@ -19,28 +17,28 @@ rule mmd_deep_ensembles:
             subcategory="{experiment}",
             labels={"table": "Deep Ensembles check", "experiment": "{experiment}"},
         ),
-    params:
-        mmd=lambda wc: EXPERIMENTS[wc.experiment]["mmd"],
-        device=config.get("device", "auto"),
     log:
         f"{RESULTS}/{{experiment}}/logs/mmd_deep_ensembles.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd_deep_ensembles.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 2
     resources:
         mem_mb=mmd_mem_mb,
         runtime=120,
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        mmd=lambda wc: EXPERIMENTS[wc.experiment]["mmd"],
+        device=config.get("device", "auto"),
+    message:
+        "Layer-wise MMD of a Deep Ensemble of {wildcards.experiment} checkpoints vs the rest"
     script:
         "../workflow_scripts/mmd_deep_ensembles.py"
 
 
 rule mmd_method:
-    message:
-        "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} target posterior"
     input:
         target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         target_canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
@@ -49,22 +47,24 @@ rule mmd_method:
     output:
         per_layer=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/per_layer.parquet",
         summary=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/summary.parquet",
-    params:
-        # only the test settings: the Deep Ensembles check's member count is not one of them
-        pvalue=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("pvalue", False),
-        seed=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("seed", 0),
-        device=config.get("device", "auto"),
     log:
         f"{RESULTS}/{{experiment}}/logs/mmd/{{method}}/{{variant}}.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd/{{method}}/{{variant}}.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 2
     resources:
         mem_mb=mmd_mem_mb,
         runtime=120,
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        # only the test settings: the Deep Ensembles check's member count is not one of them
+        pvalue=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("pvalue", False),
+        seed=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("seed", 0),
+        device=config.get("device", "auto"),
+    message:
+        "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} target posterior"
     script:
         "../workflow_scripts/mmd_method.py"

@@ -2,21 +2,14 @@
 
 
 rule train_shard:
-    message:
-        "Training the seeds of shard {wildcards.shard} of {wildcards.experiment}"
     output:
         store=directory(f"{RESULTS}/{{experiment}}/posterior/shards/{{shard}}.zarr"),
-    params:
-        # Editing the recipe, model or data reruns every shard (and all that follows).
-        experiment=training_config,
-        seeds=lambda wc: symbnn.config.shard_seeds(EXPERIMENTS[wc.experiment]["posterior"], wc.shard),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
     log:
         f"{RESULTS}/{{experiment}}/logs/train_shard/{{shard}}.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/train_shard/{{shard}}.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: lambda wc: compute(wc, "threads", 1)
     resources:
         mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
@@ -24,15 +17,22 @@ rule train_shard:
         gpu=lambda wc: compute(wc, "gpus", 0),
         cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        # Editing the recipe, model or data reruns every shard (and all that follows).
+        experiment=training_config,
+        seeds=lambda wc: symbnn.config.shard_seeds(
+            EXPERIMENTS[wc.experiment]["posterior"], wc.shard
+        ),
+        data_root=config.get("data_root", "data"),
+        download=config.get("download", False),
+        device=config.get("device", "auto"),
+    message:
+        "Training the seeds of shard {wildcards.shard} of {wildcards.experiment}"
     script:
         "../workflow_scripts/train_shard.py"
 
 
 rule gather_posterior:
-    message:
-        "Gathering the {wildcards.experiment} shards into the target posterior store"
     input:
         shards=lambda wc: expand(
             f"{RESULTS}/{{experiment}}/posterior/shards/{{shard}}.zarr",
@@ -45,11 +45,13 @@ rule gather_posterior:
         f"{RESULTS}/{{experiment}}/logs/gather_posterior.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/gather_posterior.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=store_runtime(30),
-    conda:
-        "../envs/symbnn.yaml"
+    message:
+        "Gathering the {wildcards.experiment} shards into the target posterior store"
     script:
         "../workflow_scripts/gather_posterior.py"

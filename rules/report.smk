@@ -2,8 +2,6 @@
 
 
 rule posterior_tables:
-    message:
-        "Tabulating the training results and store of {wildcards.experiment}"
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
     output:
@@ -23,46 +21,52 @@ rule posterior_tables:
         f"{RESULTS}/{{experiment}}/logs/posterior_tables.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/posterior_tables.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/symbnn.yaml"
+    message:
+        "Tabulating the training results and store of {wildcards.experiment}"
     script:
         "../workflow_scripts/posterior_tables.py"
 
 
 rule metrics:
-    message:
-        "Uncertainty metrics of the {wildcards.method} ({wildcards.variant}-mode) predictions of {wildcards.experiment}"
     input:
         predictions=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/predictions.zarr",
     output:
         row=f"{RESULTS}/{{experiment}}/metrics/{{method}}/{{variant}}.parquet",
-    params:
-        score=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("ood_score", "msp"),
-        bins=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("bins", 15),
     log:
         f"{RESULTS}/{{experiment}}/logs/metrics/{{method}}/{{variant}}.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/metrics/{{method}}/{{variant}}.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        score=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("ood_score", "msp"),
+        bins=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("bins", 15),
+    message:
+        "Uncertainty metrics of the {wildcards.method} ({wildcards.variant}-mode) predictions of {wildcards.experiment}"
     script:
         "../workflow_scripts/metrics.py"
 
 
 rule method_tables:
-    message:
-        "Tables 1 and 2 of {wildcards.experiment}: MMD, NS MMD and uncertainty metrics per method"
     input:
-        mmd=lambda wc: [f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/summary.parquet" for m, v in method_variants(wc.experiment)],
-        metrics=lambda wc: [f"{RESULTS}/{wc.experiment}/metrics/{m}/{v}.parquet" for m, v in method_variants(wc.experiment)],
+        mmd=lambda wc: [
+            f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/summary.parquet"
+            for m, v in method_variants(wc.experiment)
+        ],
+        metrics=lambda wc: [
+            f"{RESULTS}/{wc.experiment}/metrics/{m}/{v}.parquet"
+            for m, v in method_variants(wc.experiment)
+        ],
     output:
         **{
             f"{name}_{suffix}": f"{RESULTS}/{{experiment}}/report/{name}.{suffix}"
@@ -94,35 +98,35 @@ rule method_tables:
         f"{RESULTS}/{{experiment}}/logs/method_tables.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/method_tables.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/symbnn.yaml"
+    message:
+        "Tables 1 and 2 of {wildcards.experiment}: MMD, NS MMD and uncertainty metrics per method"
     script:
         "../workflow_scripts/method_tables.py"
 
 
 use rule predict as predict_target with:
-    message:
-        "Predicting the test and OOD sets with every target network of {wildcards.experiment}"
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
     output:
         predictions=directory(f"{RESULTS}/{{experiment}}/posterior/predictions.zarr"),
-    params:
-        # `use rule ... with` keeps predict's other params; an experiment may have no `methods`
-        batch=lambda wc: EXPERIMENTS[wc.experiment].get("methods", {}).get("predict_batch", 1000),
     log:
         f"{RESULTS}/{{experiment}}/logs/predict_target.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/predict_target.tsv"
+    params:
+        # `use rule ... with` keeps predict's other params; an experiment may have no `methods`
+        batch=lambda wc: EXPERIMENTS[wc.experiment].get("methods", {}).get("predict_batch", 1000),
+    message:
+        "Predicting the test and OOD sets with every target network of {wildcards.experiment}"
 
 
 rule functional_collapse:
-    message:
-        "Functional collapse in {wildcards.experiment}: pairwise MI of target networks, ID vs OOD"
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         predictions=f"{RESULTS}/{{experiment}}/posterior/predictions.zarr",
@@ -143,18 +147,20 @@ rule functional_collapse:
             subcategory="{experiment}",
             labels={"figure": "pairwise MI (Figure 3)", "experiment": "{experiment}"},
         ),
-    params:
-        pairs=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("pairs", 1000),
-        seed=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("seed", 0),
     log:
         f"{RESULTS}/{{experiment}}/logs/functional_collapse.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/functional_collapse.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        pairs=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("pairs", 1000),
+        seed=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("seed", 0),
+    message:
+        "Functional collapse in {wildcards.experiment}: pairwise MI of target networks, ID vs OOD"
     script:
         "../workflow_scripts/functional_collapse.py"

@@ -1,57 +1,54 @@
 # Symmetry removal (canonical form) and the min-mass problem on the target posterior.
 
 
-
 rule canonicalize:
-    message:
-        "Removing the weight-space symmetries of the {wildcards.experiment} posterior"
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
     output:
         store=directory(f"{RESULTS}/{{experiment}}/canonical/target.zarr"),
-    params:
-        scale=lambda wc: symmetry_setting(wc, "scale", "unitnorm"),
-        key=lambda wc: symmetry_setting(wc, "key", "max"),
     log:
         f"{RESULTS}/{{experiment}}/logs/canonicalize.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/canonicalize.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=store_runtime(60),
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        scale=lambda wc: symmetry_setting(wc, "scale", "unitnorm"),
+        key=lambda wc: symmetry_setting(wc, "key", "max"),
+    message:
+        "Removing the weight-space symmetries of the {wildcards.experiment} posterior"
     script:
         "../workflow_scripts/canonicalize.py"
 
 
 rule minmass:
-    message:
-        "Solving the min-mass problem for every network of {wildcards.experiment}"
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
     output:
         table=f"{RESULTS}/{{experiment}}/minmass/masses.parquet",
-    params:
-        solver=lambda wc: symmetry_setting(wc, "solver", "fast"),
     log:
         f"{RESULTS}/{{experiment}}/logs/minmass.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/minmass.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
-    conda:
-        "../envs/symbnn.yaml"
+    params:
+        solver=lambda wc: symmetry_setting(wc, "solver", "fast"),
+    message:
+        "Solving the min-mass problem for every network of {wildcards.experiment}"
     script:
         "../workflow_scripts/minmass.py"
 
 
 rule minmass_report:
-    message:
-        "Plotting the mass distributions of {wildcards.experiment} (paper Figure 2)"
     input:
         table=f"{RESULTS}/{{experiment}}/minmass/masses.parquet",
     output:
@@ -65,19 +62,19 @@ rule minmass_report:
         f"{RESULTS}/{{experiment}}/logs/minmass_report.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/minmass_report.tsv"
+    conda:
+        "../envs/symbnn.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/symbnn.yaml"
+    message:
+        "Plotting the mass distributions of {wildcards.experiment} (paper Figure 2)"
     script:
         "../workflow_scripts/minmass_report.py"
 
 
 use rule canonicalize as canonicalize_samples with:
-    message:
-        "Removing the weight-space symmetries of the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"
     input:
         store=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
     output:
@@ -86,3 +83,5 @@ use rule canonicalize as canonicalize_samples with:
         f"{RESULTS}/{{experiment}}/logs/canonicalize/{{method}}/{{variant}}.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/canonicalize/{{method}}/{{variant}}.tsv"
+    message:
+        "Removing the weight-space symmetries of the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"

@@ -28,9 +28,15 @@ def optunet_store(tmp_path):
             "test_accuracy": np.linspace(0.5, 0.9, n).astype(np.float32),
             "train_loss": np.linspace(1.0, 0.2, n).astype(np.float32),
         }
-        base = {"experiment": "t", "architecture": {"name": "optunet"}, "recipe": {"epochs": 1},
-                "data": {"train": "digits"}, "min_accuracy": 0.5}
+        base = {
+            "experiment": "t",
+            "architecture": {"name": "optunet"},
+            "recipe": {"epochs": 1},
+            "data": {"train": "digits"},
+            "min_accuracy": 0.5,
+        }
         return write_store(tmp_path / name, state, info, {**base, **(attrs or {})}), state
+
     return make
 
 
@@ -54,7 +60,9 @@ def repo_config():
 def tiny_experiment(n_samples, shard_size=2):
     """The default experiment cut down to seconds: few images, one epoch, every network kept."""
     tiny = copy.deepcopy(repo_config()["experiments"]["default"])
-    tiny["data"].update(train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
+    tiny["data"].update(
+        train_limit=256, test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1}
+    )
     tiny["recipe"].update(epochs=1, milestones=[])
     tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size, min_accuracy=0.0)
     # callers that want the MMD check, the methods or the alignment analyses set their own,
@@ -76,8 +84,13 @@ NO_ANALYSES = {name: False for name in TINY_ANALYSES}
 def workflow_config(experiments, analyses=None, **top):
     """The repository's config running `experiments` (name -> settings), with the analyses
     given (default: none)."""
-    return {**repo_config(), "run": list(experiments), "experiments": experiments,
-            "analyses": analyses or NO_ANALYSES, **top}
+    return {
+        **repo_config(),
+        "run": list(experiments),
+        "experiments": experiments,
+        "analyses": analyses or NO_ANALYSES,
+        **top,
+    }
 
 
 def assert_sample_contract(samples, reference, count):
@@ -97,7 +110,15 @@ def tiny_problem():
     from symbnn.train.recipe import Recipe
 
     train = load_dataset("digits", "train", "data").subset(slice(0, 256))
-    recipe = Recipe(epochs=2, batch_size=64, lr=0.04, momentum=0.9, weight_decay=2e-4, milestones=(1,), gamma=0.5)
+    recipe = Recipe(
+        epochs=2,
+        batch_size=64,
+        lr=0.04,
+        momentum=0.9,
+        weight_decay=2e-4,
+        milestones=(1,),
+        gamma=0.5,
+    )
     return Problem({"name": "optunet"}, recipe, train)
 
 
@@ -107,7 +128,10 @@ def tiny_mode():
     from symbnn.methods.base import Mode
     from symbnn.train.seeding import build_seeded_model
 
-    return Mode(3, {k: v.clone() for k, v in build_seeded_model({"name": "optunet"}, 3).state_dict().items()})
+    return Mode(
+        3,
+        {k: v.clone() for k, v in build_seeded_model({"name": "optunet"}, 3).state_dict().items()},
+    )
 
 
 def stop_process(process: subprocess.Popen, timeout: float) -> None:

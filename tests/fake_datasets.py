@@ -19,7 +19,9 @@ def write_idx(path: Path, array: np.ndarray) -> None:
     """IDX file (MNIST's format): magic 0x0000 0x08 (uint8) ndim, big-endian int32 dims, data."""
     array = np.ascontiguousarray(array, dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
+        f">{array.ndim}I", *array.shape
+    )
     path.write_bytes(header + array.tobytes())
 
 
@@ -47,12 +49,19 @@ def write_cifar100(root: Path, n_train: int, n_test: int, seed: int = 0) -> dict
     for split, n in (("train", n_train), ("test", n_test)):
         data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
         fine = [int(i * 7 % 100) for i in range(n)]
-        entry = {"batch_label": f"{split} batch", "filenames": [f"img_{i}.png" for i in range(n)],
-                 "fine_labels": fine, "coarse_labels": [f // 5 for f in fine], "data": data}
+        entry = {
+            "batch_label": f"{split} batch",
+            "filenames": [f"img_{i}.png" for i in range(n)],
+            "fine_labels": fine,
+            "coarse_labels": [f // 5 for f in fine],
+            "data": data,
+        }
         (folder / split).write_bytes(pickle.dumps(entry, protocol=2))
         written[split] = (data, fine)
-    meta = {"fine_label_names": [f"fine_{i}" for i in range(100)],
-            "coarse_label_names": [f"coarse_{i}" for i in range(20)]}
+    meta = {
+        "fine_label_names": [f"fine_{i}" for i in range(100)],
+        "coarse_label_names": [f"coarse_{i}" for i in range(20)],
+    }
     (folder / "meta").write_bytes(pickle.dumps(meta, protocol=2))
     return written
 
@@ -69,12 +78,16 @@ def write_svhn(root: Path, split: str, n: int, seed: int = 0) -> tuple[np.ndarra
     return x, y
 
 
-def write_jpeg(path: Path, value: int | tuple[int, int, int], size: tuple[int, int], mode: str = "RGB") -> None:
+def write_jpeg(
+    path: Path, value: int | tuple[int, int, int], size: tuple[int, int], mode: str = "RGB"
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new(mode, size, value).save(path, quality=95)
 
 
-def write_dtd(root: Path, classes: list[str], per_split: int = 2) -> dict[str, list[tuple[str, int]]]:
+def write_dtd(
+    root: Path, classes: list[str], per_split: int = 2
+) -> dict[str, list[tuple[str, int]]]:
     """root/dtd/dtd/images/<class>/<class>_<k>.jpg (non-square, as DTD's are) and
     labels/{train,val,test}1.txt listing "<class>/<file>". Returns split -> [(class, grey)]."""
     data = root / "dtd" / "dtd"
@@ -112,7 +125,12 @@ def write_tinyimagenet(root: Path, wnids: list[str], per_class: int, val_labels:
         for k in range(per_class):
             gray = c == len(wnids) - 1 and k == 0
             value = tiny_grey(c) if gray else (tiny_grey(c),) * 3
-            write_jpeg(folder / "train" / wnid / "images" / f"{wnid}_{k}.JPEG", value, (64, 64), "L" if gray else "RGB")
+            write_jpeg(
+                folder / "train" / wnid / "images" / f"{wnid}_{k}.JPEG",
+                value,
+                (64, 64),
+                "L" if gray else "RGB",
+            )
             boxes.append(f"{wnid}_{k}.JPEG\t0\t0\t63\t63")
         (folder / "train" / wnid / f"{wnid}_boxes.txt").write_text("\n".join(boxes) + "\n")
     lines = []

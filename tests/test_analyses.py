@@ -19,8 +19,8 @@ from symbnn.analyses.stacked_mlp import (
 from symbnn.symmetry import apply_permutations, unit_groups
 from symbnn.symmetry.testing import outputs, random_state
 
-
 # ---------------------------------------------------------------- Kendall's tau
+
 
 def test_tau_of_identical_permutations_is_one_and_of_reversed_minus_one():
     p = torch.randperm(12, generator=torch.Generator().manual_seed(0))
@@ -65,7 +65,9 @@ def test_permutation_taus_see_a_swap_of_units_and_nothing_else(one_torch_thread)
     swap = {"layers.0": torch.tensor([[1, 0, 2, 3, 4]])}
     swapped = apply_permutations(state, sym, swap)
     series = {k: torch.cat([state[k], state[k], swapped[k]]) for k in state}
-    taus = {k: pf.consecutive_tau(p).numpy() for k, p in pf.sorting_permutations(series, spec).items()}
+    taus = {
+        k: pf.consecutive_tau(p).numpy() for k, p in pf.sorting_permutations(series, spec).items()
+    }
     assert set(taus) == {(key, g) for key in pf.KEYS for g in ("layers.0", "layers.1")}
     for key in pf.KEYS:
         assert taus[(key, "layers.0")][0] == 1.0 and taus[(key, "layers.0")][1] < 1.0
@@ -74,10 +76,13 @@ def test_permutation_taus_see_a_swap_of_units_and_nothing_else(one_torch_thread)
 
 # ---------------------------------------------------------------- permutation frequency
 
+
 def test_frequency_settings_shorten_the_recipe():
     base = {"epochs": 12, "batch_size": 64, "lr": 0.04, "milestones": [2, 6, 9], "gamma": 0.5}
     assert pf.FrequencySettings.from_dict({"epochs": 4}).recipe(base).milestones == (2,)
-    assert pf.FrequencySettings.from_dict({"epochs": 4, "milestones": [1, 3]}).recipe(base).milestones == (1, 3)
+    assert pf.FrequencySettings.from_dict({"epochs": 4, "milestones": [1, 3]}).recipe(
+        base
+    ).milestones == (1, 3)
     assert pf.FrequencySettings.from_dict({}).recipe(base).epochs == 12
     with pytest.raises(ValueError, match="unknown key 'run'"):
         pf.FrequencySettings.from_dict({"run": 2})
@@ -107,9 +112,13 @@ def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
     assert perms.height == 2 * 2 * 3 * 4
     fc1 = perms.filter(perms["group"] == "fc1")["perm"].to_list()
     assert all(sorted(p) == [0, 1, 2] for p in fc1)
-    run0 = perms.filter((perms["run"] == 0) & (perms["key"] == "max") & (perms["group"] == "conv2")).sort("step")
+    run0 = perms.filter(
+        (perms["run"] == 0) & (perms["key"] == "max") & (perms["group"] == "conv2")
+    ).sort("step")
     expected = pf.consecutive_tau(torch.tensor(run0["perm"].to_list())).numpy()
-    got = table.filter((table["run"] == 0) & (table["key"] == "max") & (table["group"] == "conv2")).sort("step")
+    got = table.filter(
+        (table["run"] == 0) & (table["key"] == "max") & (table["group"] == "conv2")
+    ).sort("step")
     np.testing.assert_array_equal(got["tau"].to_numpy(), expected)
     # the same seed retrains to the same snapshots
     again, _ = pf.run_frequency({"name": "optunet"}, recipe, train, settings)
@@ -117,6 +126,7 @@ def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
 
 
 # ---------------------------------------------------------------- stacked MLP trainer
+
 
 @pytest.fixture(scope="module")
 def toy_problem():
@@ -126,7 +136,7 @@ def toy_problem():
 def test_toy_data_is_separable_balanced_and_seeded(toy_problem):
     x, y = toy_problem
     assert x.shape == (100, 2) and int(y.sum()) == 50
-    side = (x.double() @ torch.tensor([4.0, 4.0], dtype=torch.float64))
+    side = x.double() @ torch.tensor([4.0, 4.0], dtype=torch.float64)
     assert bool((side[y == 1] > 0).all()) and bool((side[y == 0] < 0).all())
     x2, _ = toy.toy_data(50, ((-2.0, -2.0), (2.0, 2.0)), seed=1)
     assert torch.equal(x, x2)
@@ -138,16 +148,22 @@ def test_stacked_forward_matches_the_mlp_module():
     spec = mlp_spec([3, 4, 5, 1])
     state = random_state(spec, 4, seed=2)
     x = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(stacked_forward(state, x), outputs(spec, state, x), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        stacked_forward(state, x), outputs(spec, state, x), rtol=1e-12, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("loss, lr", [("bce", 0.5), ("mse", 0.02)])
 def test_batched_trainer_agrees_with_the_one_network_loop(toy_problem, loss, lr, one_torch_thread):
     x, y = toy_problem
     seeds = [4, 9, 17]
-    stacked = train_stacked([2, 3, 1], x, y, seeds, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64)
+    stacked = train_stacked(
+        [2, 3, 1], x, y, seeds, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64
+    )
     for k, seed in enumerate(seeds):
-        alone = train_reference([2, 3, 1], x, y, seed, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64)
+        alone = train_reference(
+            [2, 3, 1], x, y, seed, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64
+        )
         assert torch.isfinite(alone["layers.0.weight"]).all()
         initial = seeded_states([2, 3, 1], [seed], torch.float64)["layers.0.weight"][0]
         assert not torch.equal(alone["layers.0.weight"], initial)
@@ -172,6 +188,7 @@ def test_toy_training_is_reproducible_per_seed(toy_problem, one_torch_thread):
 
 # ---------------------------------------------------------------- toy posterior
 
+
 @pytest.fixture(scope="module")
 def trained_toy(toy_problem):
     x, y = toy_problem
@@ -195,7 +212,9 @@ def test_every_symmetry_form_computes_the_same_function(trained_toy):
     torch.testing.assert_close(rows, torch.full_like(rows, 3.0))
     w = forms["sorted_output"]["layers.1.weight"][:, 0, :]
     assert bool((w[:, 0] >= w[:, 1]).all())
-    assert not torch.allclose(forms["scaled"]["layers.1.weight"], forms["trained"]["layers.1.weight"].double())
+    assert not torch.allclose(
+        forms["scaled"]["layers.1.weight"], forms["trained"]["layers.1.weight"].double()
+    )
     keys = forms["canonical"]["layers.0.weight"].max(dim=2).values
     assert bool((keys[:, 0] >= keys[:, 1]).all())
 
@@ -203,7 +222,9 @@ def test_every_symmetry_form_computes_the_same_function(trained_toy):
 def test_function_gaps_catch_a_wrong_transform(trained_toy):
     forms = toy.symmetry_forms(trained_toy)
     broken = dict(forms["scaled"])
-    broken["layers.1.weight"] = broken["layers.1.weight"].flip(-1)  # outgoing weights without incoming rows
+    broken["layers.1.weight"] = broken["layers.1.weight"].flip(
+        -1
+    )  # outgoing weights without incoming rows
     gaps = toy.function_gaps(forms["trained"], broken, toy.check_inputs(100))
     assert float(gaps.max()) > 1e-3
 
@@ -217,18 +238,26 @@ def test_inliers_remove_exactly_the_high_loss_networks():
 
 
 def test_run_toy_drops_the_networks_above_the_threshold_and_checks_functions(one_torch_thread):
-    settings = toy.ToySettings(n_networks=40, epochs=1, n_per_class=30, max_loss=1.0, check_inputs=64)
+    settings = toy.ToySettings(
+        n_networks=40, epochs=1, n_per_class=30, max_loss=1.0, check_inputs=64
+    )
     probe = toy.run_toy(settings)
     threshold = float(np.median(probe.losses))
-    result = toy.run_toy(toy.ToySettings(n_networks=40, epochs=1, n_per_class=30, max_loss=threshold,
-                                         check_inputs=64))
+    result = toy.run_toy(
+        toy.ToySettings(
+            n_networks=40, epochs=1, n_per_class=30, max_loss=threshold, check_inputs=64
+        )
+    )
     np.testing.assert_array_equal(result.kept, probe.losses <= threshold)
     assert 0 < (~result.kept).sum() < 40
     assert result.forms["trained"]["layers.0.weight"].shape[0] == int(result.kept.sum())
     # the kept networks are the ones whose recomputed loss is low
     x, y = result.inputs, result.labels
-    np.testing.assert_allclose(dataset_loss(result.forms["trained"], x, y, "bce").numpy(),
-                               result.losses[result.kept], rtol=1e-12)
+    np.testing.assert_allclose(
+        dataset_loss(result.forms["trained"], x, y, "bce").numpy(),
+        result.losses[result.kept],
+        rtol=1e-12,
+    )
     assert max(result.gaps.values()) < settings.tolerance
     table = toy.weights_table(result)
     assert table.height == int(result.kept.sum()) and "canonical_w2" in table.columns
@@ -243,7 +272,10 @@ def test_toy_settings_name_bad_keys():
         toy.ToySettings.from_dict({"n_network": 3})
     with pytest.raises(ValueError, match="class_means"):
         toy.ToySettings.from_dict({"class_means": [[0, 0]]})
-    assert toy.ToySettings.from_dict({"class_means": [[0, 1], [2, 3]]}).class_means == ((0.0, 1.0), (2.0, 3.0))
+    assert toy.ToySettings.from_dict({"class_means": [[0, 1], [2, 3]]}).class_means == (
+        (0.0, 1.0),
+        (2.0, 3.0),
+    )
 
 
 def test_toy_figure_is_written(trained_toy, tmp_path, toy_problem):
@@ -256,14 +288,22 @@ def test_toy_figure_is_written(trained_toy, tmp_path, toy_problem):
 
 # ---------------------------------------------------------------- marginals
 
+
 def exchangeable_state(n=400, seed=0, shift_unit0=0.0):
     """An MLP 3-4-5-1 "posterior" whose units are exchangeable: every weight i.i.d. N(0, 1),
     optionally with unit 0 of the first layer shifted."""
     g = torch.Generator().manual_seed(seed)
-    state = {name: torch.randn(n, *shape, generator=g, dtype=torch.float64)
-             for name, shape in (("layers.0.weight", (4, 3)), ("layers.0.bias", (4,)),
-                                 ("layers.1.weight", (5, 4)), ("layers.1.bias", (5,)),
-                                 ("layers.2.weight", (1, 5)), ("layers.2.bias", (1,)))}
+    state = {
+        name: torch.randn(n, *shape, generator=g, dtype=torch.float64)
+        for name, shape in (
+            ("layers.0.weight", (4, 3)),
+            ("layers.0.bias", (4,)),
+            ("layers.1.weight", (5, 4)),
+            ("layers.1.bias", (5,)),
+            ("layers.2.weight", (1, 5)),
+            ("layers.2.bias", (1,)),
+        )
+    }
     state["layers.0.weight"][:, 0, :] += shift_unit0
     return state
 
@@ -320,8 +360,12 @@ def test_run_marginals_end_to_end_small(one_torch_thread, tmp_path):
     assert result.losses.shape == (12,) and np.isfinite(result.losses).all()
     x = torch.randn(5, 10, dtype=torch.float64)
     for stage in mg.STAGES:
-        torch.testing.assert_close(stacked_forward(result.stages[stage], x),
-                                   stacked_forward(result.stages["trained"], x), rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(
+            stacked_forward(result.stages[stage], x),
+            stacked_forward(result.stages["trained"], x),
+            rtol=1e-9,
+            atol=1e-9,
+        )
     mg.marginals_figure(result, tmp_path / "m.png", units=2)
     assert (tmp_path / "m.png").exists()
 
@@ -337,6 +381,7 @@ def test_marginal_settings_name_bad_values():
 
 # ---------------------------------------------------------------- which analyses a run builds
 
+
 def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
     from symbnn.analyses import plan
 
@@ -347,23 +392,32 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
     assert "results/analyses/report/marginals_summary.md" in targets
     assert "results/a/report/permutation_frequency.png" in targets
     assert not any(t.startswith("results/b/") for t in targets)  # ResNet-18 is not retrained here
-    off = {**config, "analyses": {"toy": False, "permutation_frequency": False, "marginals": {"epochs": 3}}}
-    assert plan.targets(off) == ["results/analyses/report/marginals.png",
-                                 "results/analyses/report/marginals_summary.md"]
+    off = {
+        **config,
+        "analyses": {"toy": False, "permutation_frequency": False, "marginals": {"epochs": 3}},
+    }
+    assert plan.targets(off) == [
+        "results/analyses/report/marginals.png",
+        "results/analyses/report/marginals_summary.md",
+    ]
     assert plan.settings(off, "marginals") == {"epochs": 3} and plan.settings(off, "toy") is None
     with pytest.raises(ValueError, match="'analyses' is taken"):
         plan.targets({"run": ["a"], "experiments": {"analyses": experiments["a"]}})
 
 
 def test_the_repository_config_validates_with_its_analyses_block():
-    from symbnn.config import ConfigError, validate_config
     from conftest import repo_config
+
+    from symbnn.config import ConfigError, validate_config
 
     config = repo_config()
     assert set(config["analyses"]) == {"toy", "permutation_frequency", "marginals"}
     validate_config(config)
-    for section, bad in (("toy", {"n_networks": 0}), ("marginals", {"hidden": [1]}),
-                         ("permutation_frequency", {"every": 2})):
+    for section, bad in (
+        ("toy", {"n_networks": 0}),
+        ("marginals", {"hidden": [1]}),
+        ("permutation_frequency", {"every": 2}),
+    ):
         broken = {**config, "analyses": {**config["analyses"], section: bad}}
         with pytest.raises(ConfigError, match=f"analyses.{section}"):
             validate_config(broken)

@@ -7,7 +7,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-
 from conftest import TINY_ANALYSES, tiny_experiment, workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,9 +14,12 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snake
 pytestmark = pytest.mark.slow
 
 TARGETS = [
-    "results/analyses/report/toy_posterior.png", "results/analyses/report/toy_summary.md",
-    "results/analyses/report/marginals.png", "results/analyses/report/marginals_summary.md",
-    "results/tiny/report/permutation_frequency.png", "results/tiny/report/permutation_frequency_summary.md",
+    "results/analyses/report/toy_posterior.png",
+    "results/analyses/report/toy_summary.md",
+    "results/analyses/report/marginals.png",
+    "results/analyses/report/marginals_summary.md",
+    "results/tiny/report/permutation_frequency.png",
+    "results/tiny/report/permutation_frequency_summary.md",
 ]
 
 
@@ -26,10 +28,15 @@ def config(analyses):
 
 
 def snakemake(workdir, *args):
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
     return result.stdout + result.stderr
 
 
@@ -48,13 +55,18 @@ def test_analyses_rules_build_their_figures_and_tables(tmp_path):
     assert set(tau["run"].to_list()) == {0, 1} and set(tau["key"].to_list()) == {"max", "first"}
     assert tau["tau"].is_between(-1, 1).all()
     perms = pl.read_parquet(tmp_path / "results/tiny/analyses/sorting_permutations.parquet")
-    assert perms.height == tau.height + 2 * 2 * 3  # one snapshot more than pairs per run, key and group
+    assert (
+        perms.height == tau.height + 2 * 2 * 3
+    )  # one snapshot more than pairs per run, key and group
 
     ks = pl.read_parquet(tmp_path / "results/analyses/marginals/ks_tests.parquet")
     assert set(ks["stage"].to_list()) == {"trained", "scaled", "canonical"}
     assert ks["pvalue"].is_between(0, 1).all()
-    for log in ("analyses/logs/toy_posterior.log", "analyses/logs/marginals.log",
-                "tiny/logs/permutation_frequency.log"):
+    for log in (
+        "analyses/logs/toy_posterior.log",
+        "analyses/logs/marginals.log",
+        "tiny/logs/permutation_frequency.log",
+    ):
         assert (tmp_path / "results" / log).exists(), log
 
     snakemake(tmp_path, "--report", "report.html", *TARGETS)

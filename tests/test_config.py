@@ -23,9 +23,18 @@ def test_shipped_config_is_valid_and_has_the_paper_settings(config):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda c: c["experiments"]["default"]["recipe"].update(lrr=0.1), r"experiments\.default\.recipe.*'lrr'"),
-        (lambda c: c["experiments"]["default"]["recipe"].update(lr=-1), r"experiments\.default\.recipe\.lr"),
-        (lambda c: c["experiments"]["default"]["posterior"].update(n_samples=0), r"posterior\.n_samples"),
+        (
+            lambda c: c["experiments"]["default"]["recipe"].update(lrr=0.1),
+            r"experiments\.default\.recipe.*'lrr'",
+        ),
+        (
+            lambda c: c["experiments"]["default"]["recipe"].update(lr=-1),
+            r"experiments\.default\.recipe\.lr",
+        ),
+        (
+            lambda c: c["experiments"]["default"]["posterior"].update(n_samples=0),
+            r"posterior\.n_samples",
+        ),
         (lambda c: c["experiments"]["default"]["model"].update(name="vgg"), r"model\.name.*'vgg'"),
         (lambda c: c["experiments"]["default"]["model"].update(widths=[3]), r"model.*'widths'"),
         (lambda c: c["experiments"]["default"]["data"].update(train="imagenet"), r"data\.train"),

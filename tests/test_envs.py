@@ -43,9 +43,13 @@ def env_requirements(path):
     assert python is not None, f"{path.name}: no python= entry"
     requirements = {}
     for line in pip:
-        assert not line.startswith("-"), f"{path.name}: pip option {line!r} (symbnn comes from the checkout)"
+        assert not line.startswith("-"), (
+            f"{path.name}: pip option {line!r} (symbnn comes from the checkout)"
+        )
         requirement = Requirement(line)
-        assert normalized(requirement.name) not in requirements, f"{path.name}: {requirement.name} listed twice"
+        assert normalized(requirement.name) not in requirements, (
+            f"{path.name}: {requirement.name} listed twice"
+        )
         requirements[normalized(requirement.name)] = requirement
     return python, requirements
 
@@ -60,10 +64,13 @@ def test_environment_matches_pyproject(path):
     project = project_requirements()
     assert SpecifierSet(pyproject()["requires-python"]).contains(python + ".0"), python
     for name, requirement in requirements.items():
-        assert name in project, f"{path.name}: {requirement.name} is not a dependency in pyproject.toml"
+        assert name in project, (
+            f"{path.name}: {requirement.name} is not a dependency in pyproject.toml"
+        )
         assert requirement.specifier == project[name].specifier, (
             f"{path.name}: {requirement.name}{requirement.specifier} but pyproject.toml has "
-            f"{project[name].name}{project[name].specifier}")
+            f"{project[name].name}{project[name].specifier}"
+        )
 
 
 def test_the_rule_environment_holds_every_runtime_dependency():
@@ -86,7 +93,10 @@ def imported_distributions():
     """Distributions (normalized) that the library and the workflow scripts import."""
     by_module = metadata.packages_distributions()
     found = {}
-    for source in [*(REPO / "src" / "symbnn").rglob("*.py"), *(REPO / "workflow_scripts").glob("*.py")]:
+    for source in [
+        *(REPO / "src" / "symbnn").rglob("*.py"),
+        *(REPO / "workflow_scripts").glob("*.py"),
+    ]:
         for node in ast.walk(ast.parse(source.read_text())):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
@@ -98,7 +108,9 @@ def imported_distributions():
                 top = module.split(".")[0]
                 if top in sys.stdlib_module_names or top in ("symbnn", "snakemake", "__future__"):
                     continue
-                assert top in by_module, f"{source.relative_to(REPO)} imports {top!r}, which no installed package provides"
+                assert top in by_module, (
+                    f"{source.relative_to(REPO)} imports {top!r}, which no installed package provides"
+                )
                 for dist in by_module[top]:
                     found.setdefault(normalized(dist), source.relative_to(REPO))
     return found
@@ -121,8 +133,12 @@ def test_the_environment_covers_every_import():
         except metadata.PackageNotFoundError:
             continue
         todo += [normalized(Requirement(r).name) for r in needs if "extra ==" not in r]
-    undeclared = {dist: where for dist, where in imported_distributions().items() if dist not in closure}
-    assert not undeclared, f"imported but not in envs/symbnn.yaml (nor pulled in by it): {undeclared}"
+    undeclared = {
+        dist: where for dist, where in imported_distributions().items() if dist not in closure
+    }
+    assert not undeclared, (
+        f"imported but not in envs/symbnn.yaml (nor pulled in by it): {undeclared}"
+    )
 
 
 def test_the_virtualenv_satisfies_the_environment():
@@ -130,7 +146,10 @@ def test_the_virtualenv_satisfies_the_environment():
     _, requirements = env_requirements(REPO / "envs" / "symbnn.yaml")
     for requirement in requirements.values():
         version = metadata.version(requirement.name)
-        assert requirement.specifier.contains(version, prereleases=True), (requirement.name, version)
+        assert requirement.specifier.contains(version, prereleases=True), (
+            requirement.name,
+            version,
+        )
 
 
 def test_jobs_import_symbnn_from_the_checkout(monkeypatch, tmp_path):
@@ -141,9 +160,16 @@ def test_jobs_import_symbnn_from_the_checkout(monkeypatch, tmp_path):
 
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     put_sources_on_pythonpath(REPO)
-    path = put_sources_on_pythonpath(REPO)  # a second call (the job's own Snakefile parse) adds nothing
+    path = put_sources_on_pythonpath(
+        REPO
+    )  # a second call (the job's own Snakefile parse) adds nothing
     assert path.split(":") == [str(REPO / "src"), "/elsewhere"]
     # -S: no site-packages, so the virtualenv's editable install cannot be what is found
-    found = subprocess.run([sys.executable, "-S", "-c", "import symbnn.jobenv; print(symbnn.jobenv.__file__)"],
-                           capture_output=True, text=True, cwd=tmp_path, check=True).stdout.strip()
+    found = subprocess.run(
+        [sys.executable, "-S", "-c", "import symbnn.jobenv; print(symbnn.jobenv.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.strip()
     assert Path(found) == REPO / "src" / "symbnn" / "jobenv.py"

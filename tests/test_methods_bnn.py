@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import assert_sample_contract
 from scipy import stats
 from scipy.special import logsumexp
 from torch import nn
@@ -19,8 +20,6 @@ from symbnn.methods.base import Mode
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model
 
-from conftest import assert_sample_contract
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 OPTUNET = {"name": "optunet"}
@@ -28,14 +27,21 @@ OPTUNET = {"name": "optunet"}
 
 # ---------------------------------------------------------------- closed forms
 
-@pytest.mark.parametrize("pi, s1, s2", [(1.0, 0.1, 0.4), (0.0, 0.1, 0.4), (0.3, 0.1, 0.4), (0.75, 1.0, 0.01)])
+
+@pytest.mark.parametrize(
+    "pi, s1, s2", [(1.0, 0.1, 0.4), (0.0, 0.1, 0.4), (0.3, 0.1, 0.4), (0.75, 1.0, 0.01)]
+)
 def test_scale_mixture_log_prior_matches_scipy(pi, s1, s2):
-    w = torch.tensor([-30.0, -3.0, -0.5, -1e-3, 0.0, 2e-2, 0.3, 1.0, 7.0, 50.0], dtype=torch.float64)
+    w = torch.tensor(
+        [-30.0, -3.0, -0.5, -1e-3, 0.0, 2e-2, 0.3, 1.0, 7.0, 50.0], dtype=torch.float64
+    )
     got = bnn.log_scale_mixture_prior(w, pi, s1, s2).numpy()
     x = w.numpy()
     with np.errstate(divide="ignore"):  # log(0) weights of an absent component
-        expected = logsumexp([np.log(pi) + stats.norm.logpdf(x, 0, s1),
-                              np.log1p(-pi) + stats.norm.logpdf(x, 0, s2)], axis=0)
+        expected = logsumexp(
+            [np.log(pi) + stats.norm.logpdf(x, 0, s1), np.log1p(-pi) + stats.norm.logpdf(x, 0, s2)],
+            axis=0,
+        )
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     assert np.isfinite(got).all()  # no underflow to -inf far in the tails
     if 0 < pi < 1:  # against the density itself where it does not underflow
@@ -51,7 +57,9 @@ def test_scale_mixture_log_prior_matches_scipy(pi, s1, s2):
 
 def test_log_normal_matches_scipy():
     x = torch.linspace(-3, 3, 13, dtype=torch.float64)
-    np.testing.assert_allclose(bnn.log_normal(x, 0.4, 0.7).numpy(), stats.norm.logpdf(x.numpy(), 0.4, 0.7), rtol=1e-12)
+    np.testing.assert_allclose(
+        bnn.log_normal(x, 0.4, 0.7).numpy(), stats.norm.logpdf(x.numpy(), 0.4, 0.7), rtol=1e-12
+    )
 
 
 def test_monte_carlo_kl_matches_closed_form_gaussian_kl():
@@ -71,14 +79,22 @@ def test_monte_carlo_kl_matches_closed_form_gaussian_kl():
     mu = torch.tensor([0.0, 0.3, -1.2], dtype=torch.float64)
     sigma = torch.tensor([0.2, 1.0, 0.05], dtype=torch.float64)
     eps = torch.randn(20000, 3, generator=g, dtype=torch.float64)
-    per_draw = torch.stack([bnn.kl_sample(mu + sigma * e, sigma, e, 1.0, 0.8, 0.4) for e in eps[:4000]])
+    per_draw = torch.stack(
+        [bnn.kl_sample(mu + sigma * e, sigma, e, 1.0, 0.8, 0.4) for e in eps[:4000]]
+    )
     closed = bnn.gaussian_kl(mu, sigma, 0.8).item()
-    expected = sum(math.log(0.8 / s) + (s * s + m * m) / (2 * 0.64) - 0.5 for m, s in zip(mu.tolist(), sigma.tolist()))
+    expected = sum(
+        math.log(0.8 / s) + (s * s + m * m) / (2 * 0.64) - 0.5
+        for m, s in zip(mu.tolist(), sigma.tolist())
+    )
     assert closed == pytest.approx(expected, rel=1e-12)
-    assert abs(per_draw.mean().item() - closed) < 4 * per_draw.std().item() / math.sqrt(len(per_draw))
+    assert abs(per_draw.mean().item() - closed) < 4 * per_draw.std().item() / math.sqrt(
+        len(per_draw)
+    )
 
 
 # ---------------------------------------------------------------- Bayesian linear regression
+
 
 def test_mean_field_q_matches_optimal_solution_of_linear_regression():
     """y = X w + b + noise (std 0.5), prior N(0, 1) on (w, b). The posterior is N(m, S) with
@@ -93,8 +109,8 @@ def test_mean_field_q_matches_optimal_solution_of_linear_regression():
     w_true = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
     y = X @ w_true + 0.3 + noise * torch.randn(n, generator=g, dtype=torch.float64)
     phi = torch.cat([X, torch.ones(n, 1, dtype=torch.float64)], 1)
-    A = phi.T @ phi / noise ** 2 + torch.eye(d + 1, dtype=torch.float64)
-    m = torch.linalg.solve(A, phi.T @ y / noise ** 2)
+    A = phi.T @ phi / noise**2 + torch.eye(d + 1, dtype=torch.float64)
+    m = torch.linalg.solve(A, phi.T @ y / noise**2)
     sd = 1 / torch.diagonal(A).sqrt()
     # the correlated posterior's own marginals are wider: mean-field really is a different target
     assert (torch.diagonal(torch.linalg.inv(A)).sqrt() > 1.5 * sd).any()
@@ -102,8 +118,14 @@ def test_mean_field_q_matches_optimal_solution_of_linear_regression():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = nn.Linear(d, 1).double()  # weight (1, 3), bias (1,)
-    q = bnn.MeanFieldBNN(net, rho_init=-3.0, prior_pi=1.0, prior_sigma1=1.0, prior_sigma2=0.4,
-                         noise=torch.Generator().manual_seed(1))
+    q = bnn.MeanFieldBNN(
+        net,
+        rho_init=-3.0,
+        prior_pi=1.0,
+        prior_sigma1=1.0,
+        prior_sigma2=0.4,
+        noise=torch.Generator().manual_seed(1),
+    )
     assert len(list(q.parameters())) == 4  # mu and rho of weight and bias, nothing else
     initial_error = ((torch.cat([p.detach().flatten() for p in q.mu]) - m) / sd).abs().max()
     nll = bnn.gaussian_nll(noise)
@@ -152,6 +174,7 @@ def test_elbo_loss_is_nll_plus_scaled_kl():
 
 # ---------------------------------------------------------------- wrapper and buffers
 
+
 def test_wrapper_parameters_batchnorm_buffers_and_sample_moments():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
@@ -168,7 +191,9 @@ def test_wrapper_parameters_batchnorm_buffers_and_sample_moments():
     samples = q.sample_states(4000, torch.Generator().manual_seed(1))
     assert set(samples) == set(net.state_dict())
     for name in ("1.running_mean", "1.running_var", "1.num_batches_tracked"):
-        assert torch.equal(samples[name], net.state_dict()[name].unsqueeze(0).expand_as(samples[name]))
+        assert torch.equal(
+            samples[name], net.state_dict()[name].unsqueeze(0).expand_as(samples[name])
+        )
     sigma = nn.functional.softplus(torch.tensor(-2.0))
     for name, mu in zip(q.names, q.mu):
         s = samples[name]
@@ -177,6 +202,7 @@ def test_wrapper_parameters_batchnorm_buffers_and_sample_moments():
 
 
 # ---------------------------------------------------------------- the sampler
+
 
 def test_sample_mode_contract_and_determinism(tiny_problem):
     mode = Mode(seed=1, state={})  # the state is ignored: q starts from the seed's initial weights
@@ -198,8 +224,15 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
 
 
 def test_settings_merge_and_recipe_override():
-    assert bnn.DEFAULTS == {"kl_weight": 1.0, "elbo_samples": 3, "prior_pi": 1.0, "prior_sigma1": 0.1,
-                            "prior_sigma2": 0.4, "rho_init": -7.0, "recipe": {"weight_decay": 0.0}}
+    assert bnn.DEFAULTS == {
+        "kl_weight": 1.0,
+        "elbo_samples": 3,
+        "prior_pi": 1.0,
+        "prior_sigma1": 0.1,
+        "prior_sigma2": 0.4,
+        "rho_init": -7.0,
+        "recipe": {"weight_decay": 0.0},
+    }
     options = bnn.check_settings({"recipe": {"lr": 0.01}, "elbo_samples": 2})
     assert options["recipe"] == {"weight_decay": 0.0, "lr": 0.01} and options["elbo_samples"] == 2
     base = Recipe(epochs=3, batch_size=8, lr=0.04, momentum=0.9, weight_decay=2e-4)
@@ -208,21 +241,24 @@ def test_settings_merge_and_recipe_override():
     assert bnn.training_recipe(base, bnn.check_settings({})["recipe"]).weight_decay == 0.0
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"elbo_samples": 0}, "bnn.elbo_samples must be >= 1, got 0"),
-    ({"elbo_samples": 2.0}, "bnn.elbo_samples"),
-    ({"kl_weight": -1.0}, "bnn.kl_weight must be >= 0"),
-    ({"kl_weight": "1"}, "bnn.kl_weight"),
-    ({"prior_pi": 1.5}, "bnn.prior_pi must lie in [0, 1]"),
-    ({"prior_sigma1": 0.0}, "bnn.prior_sigma1 must be > 0"),
-    ({"prior_sigma2": -0.4}, "bnn.prior_sigma2 must be > 0"),
-    ({"rho_init": float("inf")}, "bnn.rho_init"),
-    ({"rho_init": True}, "bnn.rho_init"),
-    ({"recipe": [1]}, "bnn.recipe"),
-    ({"recipe": {"nope": 1}}, "bnn.recipe"),
-    ({"recipe": {"lr": -1.0}}, "bnn.recipe"),
-    ({"samples": 3}, "bnn.samples"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"elbo_samples": 0}, "bnn.elbo_samples must be >= 1, got 0"),
+        ({"elbo_samples": 2.0}, "bnn.elbo_samples"),
+        ({"kl_weight": -1.0}, "bnn.kl_weight must be >= 0"),
+        ({"kl_weight": "1"}, "bnn.kl_weight"),
+        ({"prior_pi": 1.5}, "bnn.prior_pi must lie in [0, 1]"),
+        ({"prior_sigma1": 0.0}, "bnn.prior_sigma1 must be > 0"),
+        ({"prior_sigma2": -0.4}, "bnn.prior_sigma2 must be > 0"),
+        ({"rho_init": float("inf")}, "bnn.rho_init"),
+        ({"rho_init": True}, "bnn.rho_init"),
+        ({"recipe": [1]}, "bnn.recipe"),
+        ({"recipe": {"nope": 1}}, "bnn.recipe"),
+        ({"recipe": {"lr": -1.0}}, "bnn.recipe"),
+        ({"samples": 3}, "bnn.samples"),
+    ],
+)
 def test_bad_settings_raise(tiny_problem, settings, message):
     with pytest.raises(ValueError) as info:
         bnn.sample_mode(tiny_problem, Mode(0, {}), 2, settings, seed=0)

@@ -6,6 +6,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import repo_config, tiny_experiment
 
 from symbnn.cli import main
 from symbnn.config import ConfigError, validate_config
@@ -18,8 +19,6 @@ from symbnn.methods.sampling import mode_blocks, sample_mode_store
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.store import StoreError, open_store
 from symbnn.train.recipe import Recipe
-
-from conftest import repo_config, tiny_experiment
 
 
 def test_split_counts_are_balanced_and_complete():
@@ -108,18 +107,35 @@ def _experiment():
 def test_sample_store_and_predictions_of_deep_ensembles(tmp_path, pool):
     pool_store, state = pool
     experiment = _experiment()
-    out = sample_mode_store(tmp_path / "de.zarr", "tiny", experiment, "de", "multi", 0, pool_store.path,
-                            device="cpu")
+    out = sample_mode_store(
+        tmp_path / "de.zarr", "tiny", experiment, "de", "multi", 0, pool_store.path, device="cpu"
+    )
     assert out.n_samples == 4 and out.attrs["kind"] == "samples"
-    assert out.attrs["method"] == "de" and out.attrs["variant"] == "multi" and out.attrs["settings"] == {}
+    assert (
+        out.attrs["method"] == "de"
+        and out.attrs["variant"] == "multi"
+        and out.attrs["settings"] == {}
+    )
     assert list(out.info("mode_seed")) == [50, 51, 52, 53]
     assert np.array_equal(out.read("conv1.weight"), state["conv1.weight"][:4].numpy())
     assert out.state_names == pool_store.state_names
 
-    test = ImageData(torch.randint(0, 256, (30, 1, 28, 28), dtype=torch.uint8), torch.arange(30) % 10, 10,
-                     (0.5,), (0.25,), "test")
-    ood = ImageData(torch.randint(0, 256, (12, 1, 28, 28), dtype=torch.uint8), torch.zeros(12, dtype=torch.int64),
-                    10, (0.5,), (0.25,), "ood")
+    test = ImageData(
+        torch.randint(0, 256, (30, 1, 28, 28), dtype=torch.uint8),
+        torch.arange(30) % 10,
+        10,
+        (0.5,),
+        (0.25,),
+        "test",
+    )
+    ood = ImageData(
+        torch.randint(0, 256, (12, 1, 28, 28), dtype=torch.uint8),
+        torch.zeros(12, dtype=torch.int64),
+        10,
+        (0.5,),
+        (0.25,),
+        "ood",
+    )
     write_predictions(out.path, tmp_path / "pred.zarr", test, ood, batch=7)
     pred = open_predictions(tmp_path / "pred.zarr")
     probs = pred.read("test")
@@ -131,7 +147,9 @@ def test_sample_store_and_predictions_of_deep_ensembles(tmp_path, pool):
     with torch.no_grad():
         direct = torch.softmax(model(test.normalize(test.images)), 1).numpy()
     assert np.allclose(probs[2], direct, atol=1e-3)
-    assert np.isclose(pred.read("test_accuracy")[2], (direct.argmax(1) == test.labels.numpy()).mean())
+    assert np.isclose(
+        pred.read("test_accuracy")[2], (direct.argmax(1) == test.labels.numpy()).mean()
+    )
     assert list(pred.read("labels")) == list(range(10)) * 3
     assert pred.attrs["method"] == "de"
 
@@ -143,8 +161,13 @@ def test_predictions_refuse_nan_weights_and_leave_nothing(tmp_path, optunet_stor
     state = {name: t.clone() for name, t in state.items()}
     state["fc2.bias"][1, 0] = float("nan")
     write_store(tmp_path / "bad.zarr", state, attrs={"architecture": {"name": "optunet"}})
-    data = ImageData(torch.zeros(5, 1, 28, 28, dtype=torch.uint8), torch.zeros(5, dtype=torch.int64), 10,
-                     (0.5,), (0.25,))
+    data = ImageData(
+        torch.zeros(5, 1, 28, 28, dtype=torch.uint8),
+        torch.zeros(5, dtype=torch.int64),
+        10,
+        (0.5,),
+        (0.25,),
+    )
     with pytest.raises(StoreError, match="sample 1 predicts NaN"):
         write_predictions(tmp_path / "bad.zarr", tmp_path / "pred.zarr", data, data)
     assert not (tmp_path / "pred.zarr").exists()
@@ -158,16 +181,31 @@ def _config_with(methods):
     return config
 
 
-@pytest.mark.parametrize("methods, message", [
-    ({"n_samples": 0, "modes": 2, "pool": 4}, "methods.n_samples"),
-    ({"n_samples": 4, "modes": 2, "pool": 4, "dropout": {"rate": -0.1}}, "methods.dropout.rate"),
-    ({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0}}, "methods.swag.scale"),
-    ({"n_samples": 4, "modes": 2, "pool": 4, "mcmc": {}}, "'mcmc' was unexpected"),
-    ({"n_samples": 4, "modes": 2, "pool": 4, "laplace": {"hessian": "lowrank"}}, "methods.laplace.hessian"),
-    ({"n_samples": 4, "modes": 2, "pool": 4, "first_seed": 10}, "methods.first_seed: the pool's seeds 10..13 overlap"),
-    ({"n_samples": 4, "modes": 5, "pool": 4}, "methods.modes \\(5\\) exceeds methods.pool"),
-    ({"n_samples": 8, "modes": 2, "pool": 4, "de": {}}, "Deep Ensembles take one pool network per sample"),
-])
+@pytest.mark.parametrize(
+    "methods, message",
+    [
+        ({"n_samples": 0, "modes": 2, "pool": 4}, "methods.n_samples"),
+        (
+            {"n_samples": 4, "modes": 2, "pool": 4, "dropout": {"rate": -0.1}},
+            "methods.dropout.rate",
+        ),
+        ({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0}}, "methods.swag.scale"),
+        ({"n_samples": 4, "modes": 2, "pool": 4, "mcmc": {}}, "'mcmc' was unexpected"),
+        (
+            {"n_samples": 4, "modes": 2, "pool": 4, "laplace": {"hessian": "lowrank"}},
+            "methods.laplace.hessian",
+        ),
+        (
+            {"n_samples": 4, "modes": 2, "pool": 4, "first_seed": 10},
+            "methods.first_seed: the pool's seeds 10..13 overlap",
+        ),
+        ({"n_samples": 4, "modes": 5, "pool": 4}, "methods.modes \\(5\\) exceeds methods.pool"),
+        (
+            {"n_samples": 8, "modes": 2, "pool": 4, "de": {}},
+            "Deep Ensembles take one pool network per sample",
+        ),
+    ],
+)
 def test_bad_method_settings_fail_validation_naming_the_key(methods, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(_config_with(methods), "config.yaml")
@@ -184,10 +222,28 @@ def test_cli_sample_trains_a_missing_pool_and_predicts(tmp_path, capsys, monkeyp
     experiment = tiny_experiment(n_samples=2)
     experiment["data"]["train_limit"] = 64
     experiment["methods"] = {"n_samples": 3, "modes": 2, "pool": 3, "de": {}}
-    config = {**repo_config(), "run": ["tiny"], "experiments": {"tiny": experiment}, "results": str(tmp_path / "r")}
+    config = {
+        **repo_config(),
+        "run": ["tiny"],
+        "experiments": {"tiny": experiment},
+        "results": str(tmp_path / "r"),
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    code = main(["sample", "de", str(tmp_path / "de.zarr"), "--experiment", "tiny", "--config",
-                 str(tmp_path / "config.yaml"), "--predictions", str(tmp_path / "pred.zarr"), "--device", "cpu"])
+    code = main(
+        [
+            "sample",
+            "de",
+            str(tmp_path / "de.zarr"),
+            "--experiment",
+            "tiny",
+            "--config",
+            str(tmp_path / "config.yaml"),
+            "--predictions",
+            str(tmp_path / "pred.zarr"),
+            "--device",
+            "cpu",
+        ]
+    )
     assert code == 0, capsys.readouterr()
     out = capsys.readouterr().out
     assert "training its 3 networks first" in out and "predictions written" in out
@@ -195,6 +251,15 @@ def test_cli_sample_trains_a_missing_pool_and_predicts(tmp_path, capsys, monkeyp
     assert not (tmp_path / "r" / "tiny" / "modes" / "pool.zarr.shard").exists()
     assert open_store(tmp_path / "de.zarr").n_samples == 3
     assert open_predictions(tmp_path / "pred.zarr").read("test").shape[0] == 3
-    code = main(["sample", "de", str(tmp_path / "x.zarr"), "--experiment", "nope", "--config",
-                 str(tmp_path / "config.yaml")])
+    code = main(
+        [
+            "sample",
+            "de",
+            str(tmp_path / "x.zarr"),
+            "--experiment",
+            "nope",
+            "--config",
+            str(tmp_path / "config.yaml"),
+        ]
+    )
     assert code == 2 and "no experiment 'nope'" in capsys.readouterr().err

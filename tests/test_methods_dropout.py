@@ -8,13 +8,12 @@ import math
 
 import pytest
 import torch
+from conftest import assert_sample_contract
 
 from symbnn.methods import dropout
 from symbnn.methods.base import Mode
 from symbnn.models import build_model
 from symbnn.train.seeding import build_seeded_model
-
-from conftest import assert_sample_contract
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -25,11 +24,14 @@ MLP = {"name": "mlp", "widths": [12, 9, 7, 5]}
 def masked_forward(model, targets, masks, rate, x):
     """The dropout network for fixed keep-masks: inputs of each target layer multiplied by
     mask / (1 - rate) in a forward pre-hook (weights untouched)."""
+
     def make_hook(mask):
         def hook(module, args):
             scale = torch.tensor(1.0 / (1.0 - rate), dtype=args[0].dtype)
             return (args[0] * (mask.to(args[0].dtype) * scale),)
+
         return hook
+
     handles = [m.register_forward_pre_hook(make_hook(mask)) for m, mask in zip(targets, masks)]
     try:
         with torch.no_grad():
@@ -39,7 +41,9 @@ def masked_forward(model, targets, masks, rate, x):
             h.remove()
 
 
-@pytest.mark.parametrize("spec, layers, shape", [(OPTUNET, 1, (1, 28, 28)), (MLP, 2, (12,)), (MLP, 3, (12,))])
+@pytest.mark.parametrize(
+    "spec, layers, shape", [(OPTUNET, 1, (1, 28, 28)), (MLP, 2, (12,)), (MLP, 3, (12,))]
+)
 def test_folded_masks_equal_hooked_dropout_network(spec, layers, shape):
     # rate 1/2 makes 1/(1 - rate) = 2 a power of two, so the two orders of multiplication
     # round identically: the equality is exact, not approximate
@@ -63,8 +67,9 @@ def test_folded_masks_equal_hooked_dropout_network(spec, layers, shape):
         masks = [samples[name][k].ne(0).any(0) for name in names]
         plain.load_state_dict({n: t[k] for n, t in samples.items()})
         with torch.no_grad():
-            torch.testing.assert_close(plain(x), masked_forward(model, targets, masks, 0.2, x),
-                                       rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(
+                plain(x), masked_forward(model, targets, masks, 0.2, x), rtol=1e-12, atol=1e-12
+            )
 
 
 def test_mask_statistics_and_exact_scaling():
@@ -132,6 +137,7 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
     assert model(tiny_problem.train.normalize(tiny_problem.train.images[:4])).shape == (4, 10)
     # training used dropout: it differs from plain training of the same seed
     from symbnn.train.loop import train_one
+
     plain, _ = train_one(OPTUNET, tiny_problem.recipe, tiny_problem.train, 0)
     assert not torch.equal(plain.fc1.weight.detach(), a["fc1.weight"][0])
     # hooks were removed after training; with rate 0 the training is plain training
@@ -141,18 +147,21 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
     assert all(torch.equal(zero[n][0], t) for n, t in plain.state_dict().items())
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"rate": 1.5}, "dropout.rate must lie in [0, 1), got 1.5"),
-    ({"rate": 1.0}, "dropout.rate must lie in [0, 1)"),
-    ({"rate": -0.1}, "dropout.rate must lie in [0, 1)"),
-    ({"rate": "0.2"}, "dropout.rate"),
-    ({"rate": True}, "dropout.rate"),
-    ({"rate": float("nan")}, "dropout.rate"),
-    ({"layers": 0}, "dropout.layers must be >= 1, got 0"),
-    ({"layers": 1.0}, "dropout.layers"),
-    ({"layers": 3}, "dropout.layers must be <= 2"),
-    ({"p": 0.2}, "dropout.p"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"rate": 1.5}, "dropout.rate must lie in [0, 1), got 1.5"),
+        ({"rate": 1.0}, "dropout.rate must lie in [0, 1)"),
+        ({"rate": -0.1}, "dropout.rate must lie in [0, 1)"),
+        ({"rate": "0.2"}, "dropout.rate"),
+        ({"rate": True}, "dropout.rate"),
+        ({"rate": float("nan")}, "dropout.rate"),
+        ({"layers": 0}, "dropout.layers must be >= 1, got 0"),
+        ({"layers": 1.0}, "dropout.layers"),
+        ({"layers": 3}, "dropout.layers must be <= 2"),
+        ({"p": 0.2}, "dropout.p"),
+    ],
+)
 def test_bad_settings_raise(tiny_problem, settings, message):
     with pytest.raises(ValueError) as info:
         dropout.sample_mode(tiny_problem, Mode(0, {}), 2, settings, seed=0)

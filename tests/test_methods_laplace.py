@@ -9,14 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import assert_sample_contract
 from scipy import optimize
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from symbnn.methods import laplace
-from symbnn.methods.base import Mode
-
-from conftest import assert_sample_contract
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,9 +46,12 @@ def test_linear_regression_precision_and_samples_match_the_closed_form():
     sigma, prior = 0.5, 2.0
     x, y = regression_problem(sigma=sigma)
     model = fitted_linear(x, y)
-    la = laplace.fit_laplace(model, loader(x, y), likelihood="regression", prior_precision=prior,
-                             sigma_noise=sigma)
-    design = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], 1)  # parameter order: weight, bias
+    la = laplace.fit_laplace(
+        model, loader(x, y), likelihood="regression", prior_precision=prior, sigma_noise=sigma
+    )
+    design = torch.cat(
+        [x, torch.ones(len(x), 1, dtype=x.dtype)], 1
+    )  # parameter order: weight, bias
     expected = design.T @ design / sigma**2 + prior * torch.eye(4, dtype=x.dtype)
     np.testing.assert_allclose(la.posterior_precision.numpy(), expected.numpy(), rtol=1e-8)
     # draws follow N(theta*, expected^-1)
@@ -83,7 +84,9 @@ def test_softmax_regression_ggn_is_the_exact_hessian():
         flat = index.flatten()
         hessian[flat[:, None], flat[None, :]] += block
     expected = hessian + prior * torch.eye(c * (d + 1), dtype=x.dtype)
-    np.testing.assert_allclose(la.posterior_precision.numpy(), expected.numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        la.posterior_precision.numpy(), expected.numpy(), rtol=1e-8, atol=1e-10
+    )
 
 
 def test_marginal_likelihood_prior_precision_maximises_the_laplace_evidence():
@@ -97,8 +100,11 @@ def test_marginal_likelihood_prior_precision_maximises_the_laplace_evidence():
 
     def negative_evidence(log_lam):  # the lambda-dependent terms of the Laplace log evidence
         lam = np.exp(log_lam)
-        return -(-0.5 * lam * theta @ theta + 0.5 * len(theta) * np.log(lam)
-                 - 0.5 * np.linalg.slogdet(ggn + lam * np.eye(len(theta)))[1])
+        return -(
+            -0.5 * lam * theta @ theta
+            + 0.5 * len(theta) * np.log(lam)
+            - 0.5 * np.linalg.slogdet(ggn + lam * np.eye(len(theta)))[1]
+        )
 
     best = np.exp(optimize.minimize_scalar(negative_evidence, bounds=(-10, 10), method="bounded").x)
     assert float(la.prior_precision) == pytest.approx(best, rel=0.05)
@@ -106,10 +112,13 @@ def test_marginal_likelihood_prior_precision_maximises_the_laplace_evidence():
 
 def test_settings_are_validated_naming_the_key():
     assert laplace.check_settings(None) == laplace.DEFAULTS
-    for bad, key in [({"subset": "some"}, "laplace.subset"), ({"hessian": "dense"}, "laplace.hessian"),
-                     ({"prior_precision": -1.0}, "laplace.prior_precision"),
-                     ({"prior_precision": "evidence"}, "laplace.prior_precision"),
-                     ({"temperature": 1.0}, "laplace.temperature")]:
+    for bad, key in [
+        ({"subset": "some"}, "laplace.subset"),
+        ({"hessian": "dense"}, "laplace.hessian"),
+        ({"prior_precision": -1.0}, "laplace.prior_precision"),
+        ({"prior_precision": "evidence"}, "laplace.prior_precision"),
+        ({"temperature": 1.0}, "laplace.temperature"),
+    ]:
         with pytest.raises(ValueError, match=key):
             laplace.check_settings(bad)
 
@@ -120,8 +129,13 @@ def test_full_ggn_refused_beyond_the_dense_limit():
         laplace.fit_laplace(model, loader(torch.randn(4, 200), torch.zeros(4, dtype=torch.long)))
 
 
-@pytest.mark.parametrize("settings", [{"prior_precision": 5.0},
-                                      {"subset": "last_layer", "hessian": "kron", "prior_precision": "marglik"}])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"prior_precision": 5.0},
+        {"subset": "last_layer", "hessian": "kron", "prior_precision": "marglik"},
+    ],
+)
 def test_sample_mode_contract_and_determinism(tiny_problem, tiny_mode, settings):
     first = laplace.sample_mode(tiny_problem, tiny_mode, 3, settings, seed=7)
     assert_sample_contract(first, tiny_mode.state, 3)

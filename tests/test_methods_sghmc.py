@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import assert_sample_contract
 from scipy.linalg import solve_discrete_lyapunov
 
 from symbnn.data import load_dataset
@@ -16,8 +17,6 @@ from symbnn.methods import sghmc
 from symbnn.methods.base import Mode, Problem
 from symbnn.train import Recipe
 
-from conftest import assert_sample_contract
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MU = np.array([1.0, -2.0])
@@ -25,13 +24,17 @@ SIGMA = np.array([[2.0, 0.8], [0.8, 1.0]])
 LR, FRICTION, GRAD_NOISE = 0.0025, 0.05, 0.25  # GRAD_NOISE: variance of the injected gradient noise
 
 
-def stationary_covariance(lr: float, friction: float, temperature: float, grad_noise: float) -> np.ndarray:
+def stationary_covariance(
+    lr: float, friction: float, temperature: float, grad_noise: float
+) -> np.ndarray:
     """Exact stationary covariance of theta under the linear recursion the update defines on
     U = (theta - mu)^T A (theta - mu) / 2 with gradient noise N(0, grad_noise I):
     v' = (1 - a) v - lr A theta + w, theta' = theta + v', w ~ N(0, 2 a lr T I + lr^2 grad_noise I)."""
     a_mat, eye = np.linalg.inv(SIGMA), np.eye(2)
-    transition = np.block([[eye - lr * a_mat, (1 - friction) * eye], [-lr * a_mat, (1 - friction) * eye]])
-    w = (2 * friction * lr * temperature + lr ** 2 * grad_noise) * eye
+    transition = np.block(
+        [[eye - lr * a_mat, (1 - friction) * eye], [-lr * a_mat, (1 - friction) * eye]]
+    )
+    w = (2 * friction * lr * temperature + lr**2 * grad_noise) * eye
     return solve_discrete_lyapunov(transition, np.block([[w, w], [w, w]]))[:2, :2]
 
 
@@ -47,7 +50,9 @@ def test_core_update_samples_a_gaussian(temperature):
     noise_gen, grad_gen = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
     for _ in range(steps):
         grad = (theta - mu) @ a_mat  # exact gradient of the potential, A symmetric
-        grad += math.sqrt(GRAD_NOISE) * torch.randn(theta.shape, generator=grad_gen, dtype=theta.dtype)
+        grad += math.sqrt(GRAD_NOISE) * torch.randn(
+            theta.shape, generator=grad_gen, dtype=theta.dtype
+        )
         sghmc.sghmc_step(theta, velocity, grad, LR, FRICTION, temperature, noise_gen)
     x = theta.numpy()
     target = temperature * SIGMA
@@ -67,7 +72,7 @@ def test_core_update_samples_a_gaussian(temperature):
     se_mean = np.sqrt(np.diag(target) / chains)
     np.testing.assert_array_less(np.abs(x.mean(0) - MU), 5 * se_mean)
     cov = np.cov(x, rowvar=False)
-    se_cov = np.sqrt((np.outer(np.diag(target), np.diag(target)) + target ** 2) / chains)
+    se_cov = np.sqrt((np.outer(np.diag(target), np.diag(target)) + target**2) / chains)
     np.testing.assert_array_less(np.abs(cov - exact), 5 * se_cov)
     np.testing.assert_array_less(np.abs(cov - target), 5 * se_cov + 0.02 * scale)
 
@@ -76,11 +81,14 @@ def test_zero_temperature_is_heavy_ball_descent():
     # without noise the update is SGD with momentum 1 - friction: it converges to the minimum
     theta, velocity = torch.tensor([3.0, -1.0]), torch.zeros(2)
     for _ in range(500):
-        sghmc.sghmc_step(theta, velocity, 2 * (theta - torch.tensor([0.5, 0.25])), 0.05, 0.2, 0.0, None)
+        sghmc.sghmc_step(
+            theta, velocity, 2 * (theta - torch.tensor([0.5, 0.25])), 0.05, 0.2, 0.0, None
+        )
     torch.testing.assert_close(theta, torch.tensor([0.5, 0.25]), atol=1e-5, rtol=0)
 
 
 # ---------------------------------------------------------------- sample_mode
+
 
 @pytest.fixture(scope="module")
 def problem_and_mode(tiny_problem, tiny_mode):
@@ -110,11 +118,18 @@ def test_sample_mode_shapes_and_determinism(problem_and_mode):
 def test_sample_mode_stores_batchnorm_buffers():
     # ResNet-18 (the only shipped model with BatchNorm) on 8 one-channel 8x8 crops, 2 steps
     digits = load_dataset("digits", "train", "data").subset(slice(0, 8))
-    train = ImageData(digits.images[:, :, 10:18, 10:18].contiguous(), digits.labels, 10, digits.mean, digits.std)
-    problem = Problem({"name": "resnet18", "num_classes": 10, "in_channels": 1},
-                      Recipe(epochs=1, batch_size=4, lr=0.1), train)
+    train = ImageData(
+        digits.images[:, :, 10:18, 10:18].contiguous(), digits.labels, 10, digits.mean, digits.std
+    )
+    problem = Problem(
+        {"name": "resnet18", "num_classes": 10, "in_channels": 1},
+        Recipe(epochs=1, batch_size=4, lr=0.1),
+        train,
+    )
     state = problem.build().state_dict()
-    out = sghmc.sample_mode(problem, Mode(0, state), 2, {"burn_in_epochs": 0, "thinning_steps": 1}, seed=0)
+    out = sghmc.sample_mode(
+        problem, Mode(0, state), 2, {"burn_in_epochs": 0, "thinning_steps": 1}, seed=0
+    )
     assert list(out) == list(state)
     # running statistics track the chain's train-mode forwards: they moved, differently per sample
     assert not torch.equal(out["bn1.running_mean"][0], state["bn1.running_mean"])
@@ -122,19 +137,22 @@ def test_sample_mode_stores_batchnorm_buffers():
     assert out["bn1.num_batches_tracked"].tolist() == [1, 2]
 
 
-@pytest.mark.parametrize("settings, key", [
-    ({"lr": -1}, "sghmc.lr"),
-    ({"lr": 0}, "sghmc.lr"),
-    ({"friction": 1.5}, "sghmc.friction"),
-    ({"friction": 0}, "sghmc.friction"),
-    ({"temperature": -0.1}, "sghmc.temperature"),
-    ({"prior_precision": float("nan")}, "sghmc.prior_precision"),
-    ({"burn_in_epochs": 1.5}, "sghmc.burn_in_epochs"),
-    ({"thinning_steps": 0}, "sghmc.thinning_steps"),
-    ({"thinning_steps": True}, "sghmc.thinning_steps"),
-    ({"lr": "fast"}, "sghmc.lr"),
-    ({"step_size": 0.1}, "sghmc.step_size"),
-])
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        ({"lr": -1}, "sghmc.lr"),
+        ({"lr": 0}, "sghmc.lr"),
+        ({"friction": 1.5}, "sghmc.friction"),
+        ({"friction": 0}, "sghmc.friction"),
+        ({"temperature": -0.1}, "sghmc.temperature"),
+        ({"prior_precision": float("nan")}, "sghmc.prior_precision"),
+        ({"burn_in_epochs": 1.5}, "sghmc.burn_in_epochs"),
+        ({"thinning_steps": 0}, "sghmc.thinning_steps"),
+        ({"thinning_steps": True}, "sghmc.thinning_steps"),
+        ({"lr": "fast"}, "sghmc.lr"),
+        ({"step_size": 0.1}, "sghmc.step_size"),
+    ],
+)
 def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
     problem, mode = problem_and_mode
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):

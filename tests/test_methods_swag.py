@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import assert_sample_contract
 from torch import nn
 
 from symbnn.data import load_dataset
@@ -14,8 +15,6 @@ from symbnn.data.core import ImageData
 from symbnn.methods import swag
 from symbnn.methods.base import Mode, Problem
 from symbnn.train import Recipe
-
-from conftest import assert_sample_contract
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -41,18 +40,24 @@ def test_moments_match_numpy():
     np.testing.assert_allclose(moments.mean.numpy(), vectors.mean(0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(moments.diag_var.numpy(), vectors.var(0), rtol=1e-9, atol=1e-12)
     # the low-rank part holds only the last `rank` deviations, oldest first
-    np.testing.assert_allclose(moments.deviations.numpy(), numpy_deviations(vectors, 5), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        moments.deviations.numpy(), numpy_deviations(vectors, 5), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_deviations_before_the_buffer_fills_and_diagonal_only():
     moments, vectors = collected(3, 4, rank=5)
     assert moments.deviations.shape == (4, 3)
-    np.testing.assert_allclose(moments.deviations.numpy(), numpy_deviations(vectors, 3), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        moments.deviations.numpy(), numpy_deviations(vectors, 3), rtol=1e-9, atol=1e-12
+    )
     # fewer than 2 deviations: the low-rank term is left out (SWAG-Diagonal)
     for rank in (0, 1):
         diagonal, vectors = collected(6, 4, rank=rank)
         assert diagonal.deviations.shape == (4, rank)
-        np.testing.assert_allclose(diagonal.covariance(0.3).numpy(), 0.3 * np.diag(vectors.var(0)) / 2, rtol=1e-9)
+        np.testing.assert_allclose(
+            diagonal.covariance(0.3).numpy(), 0.3 * np.diag(vectors.var(0)) / 2, rtol=1e-9
+        )
         x = diagonal.sample(20_000, torch.Generator().manual_seed(0), 0.3).numpy()
         # off-diagonal sample covariance: 5 standard errors sqrt(S_ii S_jj / M)
         var = 0.3 * vectors.var(0) / 2
@@ -65,7 +70,9 @@ def test_samples_follow_the_swag_gaussian():
     moments, vectors = collected(k, dim, rank, seed=1)
     d = numpy_deviations(vectors, rank)
     expected_cov = scale * (np.diag(vectors.var(0)) / 2 + d @ d.T / (2 * (rank - 1)))
-    np.testing.assert_allclose(moments.covariance(scale).numpy(), expected_cov, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        moments.covariance(scale).numpy(), expected_cov, rtol=1e-9, atol=1e-12
+    )
 
     x = moments.sample(draws, torch.Generator().manual_seed(0), scale).numpy()
     assert x.shape == (draws, dim)
@@ -73,11 +80,13 @@ def test_samples_follow_the_swag_gaussian():
     # sqrt((S_ii S_jj + S_ij^2) / M) for a covariance entry
     var = np.diag(expected_cov)
     np.testing.assert_array_less(np.abs(x.mean(0) - vectors.mean(0)), 5 * np.sqrt(var / draws))
-    se_cov = np.sqrt((np.outer(var, var) + expected_cov ** 2) / draws)
+    se_cov = np.sqrt((np.outer(var, var) + expected_cov**2) / draws)
     np.testing.assert_array_less(np.abs(np.cov(x, rowvar=False) - expected_cov), 5 * se_cov)
     # same generator seed, same draws
     first = moments.sample(5, torch.Generator().manual_seed(3), scale).numpy()
-    np.testing.assert_array_equal(moments.sample(5, torch.Generator().manual_seed(3), scale).numpy(), first)
+    np.testing.assert_array_equal(
+        moments.sample(5, torch.Generator().manual_seed(3), scale).numpy(), first
+    )
 
 
 def test_sample_needs_two_iterates():
@@ -88,9 +97,12 @@ def test_sample_needs_two_iterates():
 
 # ---------------------------------------------------------------- BatchNorm refresh
 
+
 def test_refresh_batchnorm_recomputes_running_statistics():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4, momentum=0.3), nn.ReLU(), nn.Linear(4, 2))
+    model = nn.Sequential(
+        nn.Linear(3, 4), nn.BatchNorm1d(4, momentum=0.3), nn.ReLU(), nn.Linear(4, 2)
+    )
     bn = model[1]
     bn.running_mean.fill_(5.0)
     bn.running_var.fill_(9.0)
@@ -125,6 +137,7 @@ def test_refresh_leaves_models_without_batchnorm_alone():
 
 # ---------------------------------------------------------------- sample_mode
 
+
 @pytest.fixture(scope="module")
 def problem_and_mode(tiny_problem, tiny_mode):
     return tiny_problem, tiny_mode
@@ -157,14 +170,19 @@ def test_samples_centre_on_the_swa_mean(problem_and_mode):
 
 def small_crops(n: int) -> ImageData:
     digits = load_dataset("digits", "train", "data").subset(slice(0, n))
-    return ImageData(digits.images[:, :, 10:18, 10:18].contiguous(), digits.labels, 10, digits.mean, digits.std)
+    return ImageData(
+        digits.images[:, :, 10:18, 10:18].contiguous(), digits.labels, 10, digits.mean, digits.std
+    )
 
 
 def test_sample_mode_refreshes_batchnorm():
     # ResNet-18 (the only shipped model with BatchNorm) on 8 one-channel 8x8 crops, 2 steps
     train = small_crops(8)
-    problem = Problem({"name": "resnet18", "num_classes": 10, "in_channels": 1},
-                      Recipe(epochs=1, batch_size=4, lr=0.1, momentum=0.9), train)
+    problem = Problem(
+        {"name": "resnet18", "num_classes": 10, "in_channels": 1},
+        Recipe(epochs=1, batch_size=4, lr=0.1, momentum=0.9),
+        train,
+    )
     state = problem.build().state_dict()
     settings = {"epochs": 1, "snapshots": 2, "rank": 2, "lr": 0.01}
     out = swag.sample_mode(problem, Mode(0, state), 1, settings, seed=0)
@@ -174,26 +192,31 @@ def test_sample_mode_refreshes_batchnorm():
     model = problem.build({name: t[0] for name, t in out.items()})
     with torch.no_grad():
         h = model.conv1(train.normalize(train.images))
-    torch.testing.assert_close(out["bn1.running_mean"][0], h.mean(dim=(0, 2, 3)), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        out["bn1.running_mean"][0], h.mean(dim=(0, 2, 3)), rtol=1e-4, atol=1e-5
+    )
     assert int(out["bn1.num_batches_tracked"][0]) == 2
     kept = swag.sample_mode(problem, Mode(0, state), 1, {**settings, "bn_update": False}, seed=0)
     assert int(kept["bn1.num_batches_tracked"][0]) == 2  # the SGD steps' count, not a refresh
     assert not torch.equal(kept["bn1.running_mean"][0], out["bn1.running_mean"][0])
 
 
-@pytest.mark.parametrize("settings, key", [
-    ({"lr": -1}, "swag.lr"),
-    ({"epochs": 0}, "swag.epochs"),
-    ({"epochs": 2.0}, "swag.epochs"),
-    ({"snapshots": 1}, "swag.snapshots"),
-    ({"snapshots": 100}, "swag.snapshots"),  # more than the 8 SGD steps of 2 epochs
-    ({"rank": 0}, "swag.rank"),
-    ({"rank": -2}, "swag.rank"),
-    ({"scale": 0}, "swag.scale"),
-    ({"scale": float("inf")}, "swag.scale"),
-    ({"bn_update": 1}, "swag.bn_update"),
-    ({"rnak": 20}, "swag.rnak"),
-])
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        ({"lr": -1}, "swag.lr"),
+        ({"epochs": 0}, "swag.epochs"),
+        ({"epochs": 2.0}, "swag.epochs"),
+        ({"snapshots": 1}, "swag.snapshots"),
+        ({"snapshots": 100}, "swag.snapshots"),  # more than the 8 SGD steps of 2 epochs
+        ({"rank": 0}, "swag.rank"),
+        ({"rank": -2}, "swag.rank"),
+        ({"scale": 0}, "swag.scale"),
+        ({"scale": float("inf")}, "swag.scale"),
+        ({"bn_update": 1}, "swag.bn_update"),
+        ({"rnak": 20}, "swag.rnak"),
+    ],
+)
 def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
     problem, mode = problem_and_mode
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
@@ -203,6 +226,10 @@ def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
 def test_settings_merge_with_defaults():
     assert swag.check_settings({"lr": 0.02}) == {**swag.DEFAULTS, "lr": 0.02}
     assert swag.check_settings(None) == swag.DEFAULTS
-    assert (swag.DEFAULTS["snapshots"], swag.DEFAULTS["rank"], swag.DEFAULTS["scale"]) == (20, 20, 0.1)
+    assert (swag.DEFAULTS["snapshots"], swag.DEFAULTS["rank"], swag.DEFAULTS["scale"]) == (
+        20,
+        20,
+        0.1,
+    )
     with pytest.raises(ValueError, match="swag.lr must be > 0, got -1"):
         swag.check_settings({"lr": -1})

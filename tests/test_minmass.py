@@ -12,11 +12,16 @@ from symbnn.cli import main as cli_main
 from symbnn.minmass import min_mass, minmass_table
 from symbnn.models import build_model
 from symbnn.store import write_store
-from symbnn.symmetry import apply_permutations, apply_scales, random_permutations, random_scales, unit_groups
+from symbnn.symmetry import (
+    apply_permutations,
+    apply_scales,
+    random_permutations,
+    random_scales,
+    unit_groups,
+)
 from symbnn.symmetry.mass import mass_problem
 from symbnn.symmetry.minmass_fast import solve_fast
 from symbnn.symmetry.testing import outputs, random_state, relative_difference
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -31,7 +36,13 @@ CASES = {
 def setup(name):
     spec, shape, n = CASES[name]
     x = torch.randn(4, *shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    return spec, unit_groups(spec), random_state(spec, n, seed=2), x, build_model(spec).double().eval()
+    return (
+        spec,
+        unit_groups(spec),
+        random_state(spec, n, seed=2),
+        x,
+        build_model(spec).double().eval(),
+    )
 
 
 @functools.cache
@@ -52,7 +63,7 @@ def test_fast_and_cvxpy_agree_and_keep_the_function(name):
     for k in fast.scales:
         assert (fast.scales[k].log() - ref.scales[k].log()).abs().max() < 1e-2
     assert (fast.mass_after <= fast.mass_before * (1 + 1e-12)).all()
-    assert (fast.mass_after < 0.99 * fast.mass_before).any()   # random nets are far from optimal
+    assert (fast.mass_after < 0.99 * fast.mass_before).any()  # random nets are far from optimal
     # The mass reported is the mass of the returned network.
     after = sum((fast.state[t].double() ** 2).flatten(1).sum(1) for t in sym.mass_tensors)
     torch.testing.assert_close(after, fast.mass_after, rtol=1e-12, atol=0)
@@ -66,8 +77,11 @@ def test_the_optimum_ignores_permutations_and_scales(name):
     spec, sym, state, x, net = setup(name)
     n = next(iter(state.values())).shape[0]
     g = torch.Generator().manual_seed(3)
-    moved = apply_scales(apply_permutations(state, sym, random_permutations(sym, n, g)), sym,
-                         random_scales(sym, n, g, spread=2.0))
+    moved = apply_scales(
+        apply_permutations(state, sym, random_permutations(sym, n, g)),
+        sym,
+        random_scales(sym, n, g, spread=2.0),
+    )
     again = min_mass(moved, sym)
     base = solved(name, "fast")
     assert not torch.allclose(again.mass_before, base.mass_before)
@@ -76,7 +90,7 @@ def test_the_optimum_ignores_permutations_and_scales(name):
 
 def test_over_relaxed_sweeps_reach_the_same_optimum():
     spec, sym, state, x, net = setup("optunet")
-    relaxed = solved("optunet", "fast")          # default relaxation 1.2
+    relaxed = solved("optunet", "fast")  # default relaxation 1.2
     exact = min_mass(state, sym, solver_options={"relaxation": 1.0})
     assert exact.converged.all() and relaxed.converged.all()
     torch.testing.assert_close(relaxed.mass_after, exact.mass_after, rtol=1e-12, atol=0)
@@ -110,13 +124,23 @@ def test_mass_problem_sums_match_the_tensor_formulas():
     problem = mass_problem(state, sym)
     g = torch.Generator().manual_seed(9)
     s2 = [torch.rand(problem.n, w, generator=g, dtype=torch.float64) + 0.5 for w in problem.widths]
-    direct = sum(((t.q * (s2[t.out_var][:, :, None] if t.out_var is not None else 1))
-                  / (s2[t.in_var][:, None, :] if t.in_var is not None else 1)).sum((1, 2))
-                  for t in problem.terms)
+    direct = sum(
+        (
+            (t.q * (s2[t.out_var][:, :, None] if t.out_var is not None else 1))
+            / (s2[t.in_var][:, None, :] if t.in_var is not None else 1)
+        ).sum((1, 2))
+        for t in problem.terms
+    )
     torch.testing.assert_close(problem.mass(s2), direct, rtol=1e-13, atol=0)
-    torch.testing.assert_close(problem.mass(), sum(t.q.sum((1, 2)) for t in problem.terms), rtol=1e-13, atol=0)
-    worst = torch.stack([(s2[v] ** 2 * problem.incoming(s2, v) / problem.outgoing(s2, v)).log().abs().amax(1)
-                         for v in range(len(s2))]).amax(0)
+    torch.testing.assert_close(
+        problem.mass(), sum(t.q.sum((1, 2)) for t in problem.terms), rtol=1e-13, atol=0
+    )
+    worst = torch.stack(
+        [
+            (s2[v] ** 2 * problem.incoming(s2, v) / problem.outgoing(s2, v)).log().abs().amax(1)
+            for v in range(len(s2))
+        ]
+    ).amax(0)
     torch.testing.assert_close(problem.balance(s2), worst, rtol=1e-12, atol=1e-15)
     # The grouped conv2 is stored block-diagonally: the entries outside its blocks are zero.
     conv2 = next(t for t in problem.terms if t.tensor == "conv2.weight")
@@ -131,20 +155,30 @@ def test_single_network_and_resnet18():
     assert result.mass_after.dim() == 0 and bool(result.converged) and float(result.residual) < 1e-9
     assert 0 < float(result.mass_after) < float(result.mass_before)
     # Mass: conv and linear weights and BatchNorm gammas; no bias, beta or running statistic.
-    expected = sum(float((state[t] ** 2).sum()) for t in state
-                   if t.endswith(".weight") and not t.endswith("num_batches_tracked"))
+    expected = sum(
+        float((state[t] ** 2).sum())
+        for t in state
+        if t.endswith(".weight") and not t.endswith("num_batches_tracked")
+    )
     assert float(result.mass_before) == pytest.approx(expected, rel=1e-12)
-    assert "layer2.0.conv1" not in result.scales and "layer2.0" in result.scales  # absorbed scales stay 1
+    assert (
+        "layer2.0.conv1" not in result.scales and "layer2.0" in result.scales
+    )  # absorbed scales stay 1
     x = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     stack = lambda s: {k: v[None] for k, v in s.items()}
-    assert relative_difference(outputs(net, stack(state), x), outputs(net, stack(result.state), x)) < 1e-5
+    assert (
+        relative_difference(outputs(net, stack(state), x), outputs(net, stack(result.state), x))
+        < 1e-5
+    )
 
 
 def test_degenerate_and_nan_inputs():
     spec, sym, state, x, net = setup("mlp")
     dead = {k: v.clone() for k, v in state.items()}
-    dead["layers.2.weight"][2, :, 1] = 0.0    # sample 2: unit 1 of layers.1 has no outgoing weights
-    with pytest.raises(ValueError, match=r"layers.1: unit\(s\) \[1\] of sample\(s\) \[2\] have no outgoing"):
+    dead["layers.2.weight"][2, :, 1] = 0.0  # sample 2: unit 1 of layers.1 has no outgoing weights
+    with pytest.raises(
+        ValueError, match=r"layers.1: unit\(s\) \[1\] of sample\(s\) \[2\] have no outgoing"
+    ):
         min_mass(dead, sym)
     flagged = min_mass(dead, sym, on_degenerate="flag")
     assert flagged.degenerate.tolist() == [False, False, True, False]
@@ -152,7 +186,9 @@ def test_degenerate_and_nan_inputs():
     assert all(torch.isnan(v[2]).all() for v in flagged.scales.values())
     assert all(torch.equal(flagged.state[k][2], dead[k][2]) for k in dead)  # left as it was
     keep = torch.tensor([0, 1, 3])
-    torch.testing.assert_close(flagged.mass_after[keep], solved("mlp", "fast").mass_after[keep], rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        flagged.mass_after[keep], solved("mlp", "fast").mass_after[keep], rtol=1e-12, atol=0
+    )
     broken = {k: v.clone() for k, v in state.items()}
     broken["layers.1.weight"][1, 0, 0] = float("inf")
     with pytest.raises(ValueError, match="NaN or infinite"):
@@ -171,37 +207,58 @@ def test_mass_problem_separates_on_batchnorm_networks():
 def test_minmass_table_and_cli(tmp_path):
     spec = {"name": "optunet"}
     state = {k: v.float() for k, v in random_state(spec, 5, seed=7).items()}
-    store = write_store(tmp_path / "s.zarr", state, {"seed": np.arange(10, 15)}, {"architecture": spec})
+    store = write_store(
+        tmp_path / "s.zarr", state, {"seed": np.arange(10, 15)}, {"architecture": spec}
+    )
     table = minmass_table(store.path)
     assert table.height == 5 and table["seed"].to_list() == list(range(10, 15))
     assert table["converged"].all() and (table["mass_after"] < table["mass_before"]).all()
-    for column in ("iterations", "residual", "log_scale_min", "log_scale_median", "log_scale_max",
-                   "max_abs_after.conv2.weight", "max_abs_before.fc2.weight"):
+    for column in (
+        "iterations",
+        "residual",
+        "log_scale_min",
+        "log_scale_median",
+        "log_scale_max",
+        "max_abs_after.conv2.weight",
+        "max_abs_before.fc2.weight",
+    ):
         assert column in table.columns
     assert (table["log_scale_min"] <= table["log_scale_median"]).all()
     assert cli_main(["minmass", str(store.path), str(tmp_path / "t.parquet")]) == 0
     back = pl.read_parquet(tmp_path / "t.parquet")
-    np.testing.assert_allclose(back["mass_after"].to_numpy(), table["mass_after"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        back["mass_after"].to_numpy(), table["mass_after"].to_numpy(), rtol=1e-12
+    )
     assert cli_main(["minmass", str(store.path), str(tmp_path / "t.csv"), "--solver", "cvxpy"]) == 0
     ref = pl.read_csv(tmp_path / "t.csv")
-    np.testing.assert_allclose(ref["mass_after"].to_numpy(), table["mass_after"].to_numpy(), rtol=1e-6)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "t.csv", "t.parquet"]  # no temp left
+    np.testing.assert_allclose(
+        ref["mass_after"].to_numpy(), table["mass_after"].to_numpy(), rtol=1e-6
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "s.zarr",
+        "t.csv",
+        "t.parquet",
+    ]  # no temp left
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 def test_fast_solver_on_gpu_matches_cpu():
     spec, sym, state, x, net = setup("optunet")
     gpu = min_mass(state, sym, device="cuda")
-    torch.testing.assert_close(gpu.mass_after.cpu(), solved("optunet", "fast").mass_after, rtol=1e-10, atol=0)
+    torch.testing.assert_close(
+        gpu.mass_after.cpu(), solved("optunet", "fast").mass_after, rtol=1e-10, atol=0
+    )
 
 
 def test_store_errors_name_the_store_sample(tmp_path):
     spec = {"name": "optunet"}
     state = {k: v.float() for k, v in random_state(spec, 5, seed=8).items()}
-    state["conv1.weight"][4, 1] = 0.0   # sample 4: conv1 channel 1 is dead
+    state["conv1.weight"][4, 1] = 0.0  # sample 4: conv1 channel 1 is dead
     store = write_store(tmp_path / "d.zarr", state, {"seed": np.arange(5)}, {"architecture": spec})
-    with pytest.raises(ValueError, match=r"conv1: unit\(s\) \[1\] of sample\(s\) \[4\] have no incoming"):
-        minmass_table(store.path, block_bytes=2 * 1500)   # blocks of two samples
+    with pytest.raises(
+        ValueError, match=r"conv1: unit\(s\) \[1\] of sample\(s\) \[4\] have no incoming"
+    ):
+        minmass_table(store.path, block_bytes=2 * 1500)  # blocks of two samples
     table = minmass_table(store.path, on_degenerate="flag", block_bytes=2 * 1500)
     assert table["degenerate"].to_list() == [False] * 4 + [True]
     assert table["mass_after"].is_nan().to_list() == [False] * 4 + [True]

@@ -21,9 +21,9 @@ from symbnn.mmd.aggtest import group_indicators, mmdagg_test, permuted_statistic
 from symbnn.mmd.kernels import (
     _block_sums_cpu,
     _expm1_scaled,
-    _packed_pairs,
     _mmd_values_numba,
     _mmd_values_torch,
+    _packed_pairs,
     _segment_sums,
     all_bandwidths,
     centred_kernel_matrices,
@@ -33,6 +33,7 @@ SMALL_TEST = AggTestConfig(b1=199, b2=199, b3=30)
 
 
 # --- the direct reference: raw samples, one kernel at a time --------------------------------
+
 
 def direct_bandwidths(cross: np.ndarray) -> np.ndarray:
     d = np.sort(cross.ravel())
@@ -45,16 +46,21 @@ def direct_mmd(k: np.ndarray, n: int) -> float:
     """Unbiased MMD^2 straight from SPEC 5's formula on a full kernel matrix."""
     m = k.shape[0] - n
     kxx, kyy, kxy = k[:n, :n], k[n:, n:], k[:n, n:]
-    return ((kxx.sum() - np.trace(kxx)) / (n * (n - 1)) + (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
-            - 2 * kxy.sum() / (n * m))
+    return (
+        (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
+        + (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
+        - 2 * kxy.sum() / (n * m)
+    )
 
 
 def direct_all(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     z = np.concatenate([x, y])
     n = len(x)
     values, bandwidths = [], []
-    for metric, kernel in (("cityblock", lambda d, lam: np.exp(-d / lam)),
-                           ("euclidean", lambda d, lam: np.exp(-d**2 / lam**2))):
+    for metric, kernel in (
+        ("cityblock", lambda d, lam: np.exp(-d / lam)),
+        ("euclidean", lambda d, lam: np.exp(-(d**2) / lam**2)),
+    ):
         lams = direct_bandwidths(cdist(x, y, metric))
         for lam in lams:
             values.append(direct_mmd(kernel(cdist(z, z, metric), lam), n))
@@ -68,12 +74,16 @@ def sample(rng, n, d, shift=0.0, scale=1.0, offset=0.0):
 
 # --- exactness ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n,m,d,scale,offset", [
-    (7, 5, 13, 1.0, 0.0),        # smallest cross distance above 0.1: lambda_min = min
-    (9, 4, 3, 0.01, 0.0),        # all distances tiny: 5% quantile floored at 0.1, lambda_max 0.3
-    (12, 12, 40, 0.05, 3.0),     # far from the origin, mixed regime
-    (5, 30, 1, 1.0, -2.0),       # one parameter
-])
+
+@pytest.mark.parametrize(
+    "n,m,d,scale,offset",
+    [
+        (7, 5, 13, 1.0, 0.0),  # smallest cross distance above 0.1: lambda_min = min
+        (9, 4, 3, 0.01, 0.0),  # all distances tiny: 5% quantile floored at 0.1, lambda_max 0.3
+        (12, 12, 40, 0.05, 3.0),  # far from the origin, mixed regime
+        (5, 30, 1, 1.0, -2.0),  # one parameter
+    ],
+)
 def test_matches_direct_implementation(n, m, d, scale, offset):
     rng = np.random.default_rng(n * 100 + d)
     x, y = sample(rng, n, d, scale=scale, offset=offset), sample(rng, m, d, 0.3, scale, offset)
@@ -99,7 +109,9 @@ def test_distance_matrices_match_cdist_and_centring_saves_float32():
     truth = z32.astype(np.float64)
     eye = np.eye(29)
     assert np.max(np.abs((l1.numpy() + eye) / (cdist(truth, truth, "cityblock") + eye) - 1)) < 1e-5
-    assert np.max(np.abs((l2.numpy() + eye) / (cdist(truth, truth, "sqeuclidean") + eye) - 1)) < 1e-4
+    assert (
+        np.max(np.abs((l2.numpy() + eye) / (cdist(truth, truth, "sqeuclidean") + eye) - 1)) < 1e-4
+    )
 
 
 def test_torch_backend_matches_numba_backend():
@@ -121,12 +133,21 @@ def test_kernel_sums_gpu_code_matches_cpu_code():
     l1, l2 = pooled_distances(x, y, device="cpu")
     bandwidths = all_bandwidths(l1, l2, 40)
     scales = (-1.0 / bandwidths[:10], -1.0 / bandwidths[10:] ** 2)
-    np.testing.assert_allclose(_mmd_values_torch(l1, l2, 40, *scales), _mmd_values_numba(l1, l2, 40, *scales),
-                               rtol=1e-11, atol=1e-15)
+    np.testing.assert_allclose(
+        _mmd_values_torch(l1, l2, 40, *scales),
+        _mmd_values_numba(l1, l2, 40, *scales),
+        rtol=1e-11,
+        atol=1e-15,
+    )
     packed = torch.from_numpy(rng.random(70000) * 3)
     sizes, neg_inv = (40000, 1000, 29000), torch.tensor([-0.1, -1.0, -7.0], dtype=torch.float64)
-    want = [torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy() for seg in torch.split(packed, sizes)]
-    np.testing.assert_allclose(_segment_sums(packed, sizes, neg_inv).numpy(), np.stack(want), rtol=1e-12)
+    want = [
+        torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy()
+        for seg in torch.split(packed, sizes)
+    ]
+    np.testing.assert_allclose(
+        _segment_sums(packed, sizes, neg_inv).numpy(), np.stack(want), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("scale", [-1.0, -1e-3, -7.3, -1e4])
@@ -153,14 +174,22 @@ def test_triangle_kernel_sums_match_expm1_on_packed_pairs(n_rows, n):
     dist.fill_diagonal_(0.0)
     neg_inv = -torch.logspace(-6, 3, 12, dtype=torch.float64)
     packed, sizes = _packed_pairs(dist, n)
-    want = [torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy() for seg in torch.split(packed, sizes)]
+    want = [
+        torch.expm1(seg[None] * neg_inv[:, None]).sum(1).numpy()
+        for seg in torch.split(packed, sizes)
+    ]
     got = _block_sums_cpu(dist.numpy(), n, neg_inv.numpy())
     np.testing.assert_allclose(got, np.stack(want), rtol=1e-13, atol=1e-300)
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(2, 9), m=st.integers(2, 9), d=st.integers(1, 70), chunk=st.integers(1, 80),
-       seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(2, 9),
+    m=st.integers(2, 9),
+    d=st.integers(1, 70),
+    chunk=st.integers(1, 80),
+    seed=st.integers(0, 2**16),
+)
 def test_chunked_accumulation_equals_unchunked(n, m, d, chunk, seed):
     rng = np.random.default_rng(seed)
     x, y = sample(rng, n, d), sample(rng, m, d, 0.5)
@@ -168,7 +197,9 @@ def test_chunked_accumulation_equals_unchunked(n, m, d, chunk, seed):
     chunked = pooled_distances(x, y, chunk_cols=chunk, device="cpu")
     for a, b in zip(whole, chunked):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(mmd_values(*chunked, n)[0], mmd_values(*whole, n)[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        mmd_values(*chunked, n)[0], mmd_values(*whole, n)[0], rtol=1e-9, atol=1e-12
+    )
 
 
 def test_chunked_float32_matches_float64_closely():
@@ -176,11 +207,14 @@ def test_chunked_float32_matches_float64_closely():
     x, y = sample(rng, 40, 2000), sample(rng, 15, 2000, 0.1)
     want = two_sample_mmd(x, y, device="cpu").values
     for chunk in (None, 333, 1024):
-        got = two_sample_mmd(x.astype(np.float32), y.astype(np.float32), chunk_cols=chunk, device="cpu").values
+        got = two_sample_mmd(
+            x.astype(np.float32), y.astype(np.float32), chunk_cols=chunk, device="cpu"
+        ).values
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-8)
 
 
 # --- the aggregated test -----------------------------------------------------------------------
+
 
 def kernels_of(x, y):
     l1, l2 = pooled_distances(x, y, device="cpu")
@@ -193,10 +227,12 @@ def test_permuted_statistics_match_direct_mmd_of_each_split():
     x, y = sample(rng, 8, 4), sample(rng, 6, 4, 0.4)
     k, values = kernels_of(x, y)
     a = group_indicators(8, 6, 5, seed=7, device=torch.device("cpu"))
-    got = permuted_statistics(k, 8, a, max_bytes=2000)     # several chunks of splits
+    got = permuted_statistics(k, 8, a, max_bytes=2000)  # several chunks of splits
     np.testing.assert_allclose(got[:, 0].numpy(), values, rtol=1e-10, atol=1e-12)
     for p in range(a.shape[1]):
-        order = np.concatenate([np.flatnonzero(a[:, p].numpy()), np.flatnonzero(1 - a[:, p].numpy())])
+        order = np.concatenate(
+            [np.flatnonzero(a[:, p].numpy()), np.flatnonzero(1 - a[:, p].numpy())]
+        )
         for j in range(k.shape[0]):
             want = direct_mmd(k[j].numpy()[np.ix_(order, order)], 8)
             assert got[j, p].item() == pytest.approx(want, abs=1e-12)
@@ -206,9 +242,17 @@ def test_same_distribution_gives_mmd_near_zero_and_different_ones_are_detected()
     for seed in range(3):
         rng = np.random.default_rng(seed)
         x = sample(rng, 60, 5)
-        same = two_sample_mmd(x, sample(rng, 40, 5), pvalue=True, config=SMALL_TEST, seed=seed, device="cpu")
-        diff = two_sample_mmd(x, sample(rng, 40, 5, shift=0.8), pvalue=True, config=SMALL_TEST, seed=seed,
-                              device="cpu")
+        same = two_sample_mmd(
+            x, sample(rng, 40, 5), pvalue=True, config=SMALL_TEST, seed=seed, device="cpu"
+        )
+        diff = two_sample_mmd(
+            x,
+            sample(rng, 40, 5, shift=0.8),
+            pvalue=True,
+            config=SMALL_TEST,
+            seed=seed,
+            device="cpu",
+        )
         assert abs(same.median) < 0.005 and np.abs(same.values).max() < 0.02
         assert diff.median > 0.04
         assert not same.test.reject
@@ -240,7 +284,9 @@ def test_decision_is_p_value_below_alpha(shift, alpha):
     x, y = sample(rng, 20, 2), sample(rng, 12, 2, shift)
     k, _ = kernels_of(x, y)
     for seed in range(3):
-        result = mmdagg_test(k, 20, config=AggTestConfig(alpha=alpha, b1=149, b2=149, b3=40), seed=seed)
+        result = mmdagg_test(
+            k, 20, config=AggTestConfig(alpha=alpha, b1=149, b2=149, b3=40), seed=seed
+        )
         assert result.reject == (result.p_value <= alpha)
         assert 0 <= result.u_alpha <= 20 and result.kernel_p_values.shape == (20,)
 
@@ -254,6 +300,7 @@ def test_test_is_deterministic_per_seed():
 
 
 # --- bad inputs ------------------------------------------------------------------------------
+
 
 def test_bad_inputs_give_clear_errors():
     rng = np.random.default_rng(7)

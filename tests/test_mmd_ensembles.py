@@ -11,8 +11,11 @@ def test_members_are_disjoint_converged_checkpoints(optunet_store, tmp_path):
     store, _ = optunet_store(n=8)
     target, members = split_members(store.path, 3)
     assert members == [5, 6, 7] and target == [0, 1, 2, 3, 4]
-    flagged = write_store(tmp_path / "f.zarr", {"w": np.ones((6, 2), np.float32)},
-                          {"converged": np.array([1, 0, 1, 1, 0, 1], bool)})
+    flagged = write_store(
+        tmp_path / "f.zarr",
+        {"w": np.ones((6, 2), np.float32)},
+        {"converged": np.array([1, 0, 1, 1, 0, 1], bool)},
+    )
     target, members = split_members(flagged.path, 2)
     assert target == [0, 2] and members == [3, 5]
     with pytest.raises(MMDInputError, match="too few"):

@@ -33,8 +33,13 @@ def test_gather_rejects_shards_of_another_recipe(optunet_store, tmp_path):
 
 
 def test_ood_set_must_match_the_in_distribution_shape():
-    data = {"train": "digits", "ood": "natural_patches", "ood_options": {"n": 20, "size": 28, "channels": 1},
-            "train_limit": 100, "test_limit": 50}
+    data = {
+        "train": "digits",
+        "ood": "natural_patches",
+        "ood_options": {"n": 20, "size": 28, "channels": 1},
+        "train_limit": 100,
+        "test_limit": 50,
+    }
     train, test = load_in_distribution(data, "data")
     assert (len(train), len(test)) == (100, 50)
     assert load_out_of_distribution(data, "data", like=test).images.shape == (20, 1, 28, 28)

@@ -12,13 +12,21 @@ from symbnn.predictions import is_predictions, write_predictions
 
 def images(n, seed):
     g = torch.Generator().manual_seed(seed)
-    return ImageData(torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8),
-                     torch.arange(n) % 10, 10, (0.5,), (0.25,), f"set{seed}")
+    return ImageData(
+        torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8),
+        torch.arange(n) % 10,
+        10,
+        (0.5,),
+        (0.25,),
+        f"set{seed}",
+    )
 
 
 def predictions(optunet_store, tmp_path):
     store, _ = optunet_store("samples.zarr", n=3)
-    return write_predictions(store.path, tmp_path / "pred.zarr", images(20, 0), images(8, 1), batch=7), store
+    return write_predictions(
+        store.path, tmp_path / "pred.zarr", images(20, 0), images(8, 1), batch=7
+    ), store
 
 
 def test_validate_accepts_a_whole_store_and_tells_the_kinds_apart(optunet_store, tmp_path, capsys):
@@ -31,8 +39,10 @@ def test_validate_accepts_a_whole_store_and_tells_the_kinds_apart(optunet_store,
 
 def test_truncated_chunk_is_reported(optunet_store, tmp_path, capsys):
     path, _ = predictions(optunet_store, tmp_path)
-    chunk = max((p for p in (path / "test").rglob("*") if p.is_file() and p.name != "zarr.json"),
-                key=lambda p: p.stat().st_size)
+    chunk = max(
+        (p for p in (path / "test").rglob("*") if p.is_file() and p.name != "zarr.json"),
+        key=lambda p: p.stat().st_size,
+    )
     chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])
     assert main(["store", "validate", str(path)]) == 1
     assert "INVALID" in capsys.readouterr().out

@@ -15,34 +15,82 @@ from symbnn.store import StoreError
 
 
 def _mmd(method, variant, mmd, ns):
-    return {"method": method, "variant": variant, "mmd": mmd, "ns_mmd": ns,
-            **{f"{p}_{s}": mmd if p == "mmd" else ns for p in ("mmd", "ns_mmd") for s in ("median", "mean", "max")}}
+    return {
+        "method": method,
+        "variant": variant,
+        "mmd": mmd,
+        "ns_mmd": ns,
+        **{
+            f"{p}_{s}": mmd if p == "mmd" else ns
+            for p in ("mmd", "ns_mmd")
+            for s in ("median", "mean", "max")
+        },
+    }
 
 
 def _metrics(method, variant, acc, ece, aupr, fpr):
-    return {"method": method, "variant": variant, "n_samples": 4, "ood_score": "msp", "accuracy": acc, "ece": ece,
-            "brier": 0.3, "aupr": aupr, "fpr95": fpr, "idmi": 0.1, "oodmi": 0.2}
+    return {
+        "method": method,
+        "variant": variant,
+        "n_samples": 4,
+        "ood_score": "msp",
+        "accuracy": acc,
+        "ece": ece,
+        "brier": 0.3,
+        "aupr": aupr,
+        "fpr95": fpr,
+        "idmi": 0.1,
+        "oodmi": 0.2,
+    }
 
 
 @pytest.fixture
 def tables():
     # given in a scrambled order: the tables sort one mode first, then registry order
-    mmd = pl.DataFrame([_mmd("de", "multi", 0.01, 0.02), _mmd("swag", "multi", 0.05, 0.04),
-                        _mmd("dropout", "single", 0.3, 0.2), _mmd("swag", "single", 0.2, 0.1),
-                        _mmd("dropout", "multi", 0.4, 0.1)])
-    metrics = pl.DataFrame([_metrics("swag", "single", 0.8, 0.05, 0.7, 0.6), _metrics("de", "multi", 0.9, 0.03, 0.9, 0.2),
-                            _metrics("dropout", "multi", 0.85, 0.08, 0.6, 0.7), _metrics("swag", "multi", 0.88, 0.07, 0.8, 0.5),
-                            _metrics("dropout", "single", 0.7, 0.06, 0.65, 0.65)])
+    mmd = pl.DataFrame(
+        [
+            _mmd("de", "multi", 0.01, 0.02),
+            _mmd("swag", "multi", 0.05, 0.04),
+            _mmd("dropout", "single", 0.3, 0.2),
+            _mmd("swag", "single", 0.2, 0.1),
+            _mmd("dropout", "multi", 0.4, 0.1),
+        ]
+    )
+    metrics = pl.DataFrame(
+        [
+            _metrics("swag", "single", 0.8, 0.05, 0.7, 0.6),
+            _metrics("de", "multi", 0.9, 0.03, 0.9, 0.2),
+            _metrics("dropout", "multi", 0.85, 0.08, 0.6, 0.7),
+            _metrics("swag", "multi", 0.88, 0.07, 0.8, 0.5),
+            _metrics("dropout", "single", 0.7, 0.06, 0.65, 0.65),
+        ]
+    )
     return mmd, metrics
 
 
 def test_table1_orders_groups_scales_and_joins(tables):
     mmd, metrics = tables
     t = table1(mmd, metrics)
-    assert t.columns == ["group", "method", "MMD", "NS MMD", "Acc", "ECE", "Brier", "AUPR", "FPR95", "IDMI", "OODMI"]
+    assert t.columns == [
+        "group",
+        "method",
+        "MMD",
+        "NS MMD",
+        "Acc",
+        "ECE",
+        "Brier",
+        "AUPR",
+        "FPR95",
+        "IDMI",
+        "OODMI",
+    ]
     assert t.select("group", "method").rows() == [
-        ("one mode", "MC Dropout"), ("one mode", "SWAG"),
-        ("multi mode", "MC Dropout"), ("multi mode", "SWAG"), ("multi mode", "Deep Ensembles")]
+        ("one mode", "MC Dropout"),
+        ("one mode", "SWAG"),
+        ("multi mode", "MC Dropout"),
+        ("multi mode", "SWAG"),
+        ("multi mode", "Deep Ensembles"),
+    ]
     swag_multi = t.row(3, named=True)
     assert swag_multi["MMD"] == pytest.approx(5.0) and swag_multi["Acc"] == pytest.approx(88.0)
     assert swag_multi["FPR95"] == pytest.approx(50.0)
@@ -55,10 +103,13 @@ def test_findings_are_computed_from_the_table(tables):
     t = table1(*tables)
     f = findings(t)
     holds = {(row["finding"], row["method"]): row["holds"] for row in f.iter_rows(named=True)}
-    assert holds[("multi-mode MMD below single-mode", "SWAG")] is True      # 5 < 20
+    assert holds[("multi-mode MMD below single-mode", "SWAG")] is True  # 5 < 20
     assert holds[("multi-mode MMD below single-mode", "MC Dropout")] is False  # 40 > 30
     assert holds[("multi-mode NS MMD below single-mode", "MC Dropout")] is True
-    assert holds[("multi-mode better AUPR", "SWAG")] is True and holds[("multi-mode better AUPR", "MC Dropout")] is False
+    assert (
+        holds[("multi-mode better AUPR", "SWAG")] is True
+        and holds[("multi-mode better AUPR", "MC Dropout")] is False
+    )
     assert holds[("multi-mode better FPR95", "MC Dropout")] is False
     assert holds[("single-mode better ECE", "SWAG")] is True
     assert holds[("Deep Ensembles lowest MMD", "Deep Ensembles")] is True
@@ -69,7 +120,9 @@ def test_findings_are_computed_from_the_table(tables):
 
 def test_findings_report_when_deep_ensembles_are_not_lowest(tables):
     mmd, metrics = tables
-    mmd = mmd.with_columns(pl.when(pl.col("method") == "de").then(0.9).otherwise(pl.col("mmd")).alias("mmd"))
+    mmd = mmd.with_columns(
+        pl.when(pl.col("method") == "de").then(0.9).otherwise(pl.col("mmd")).alias("mmd")
+    )
     f = findings(table1(mmd, metrics))
     row = f.filter(pl.col("finding") == "Deep Ensembles lowest MMD").row(0, named=True)
     assert row["holds"] is False and "lowest: SWAG (multi mode)" in row["detail"]
@@ -80,7 +133,12 @@ def test_latex_and_html_tables(tables, tmp_path):
     tex = to_latex(t)
     assert tex.startswith("\\begin{tabular}{llrrrrrrrrr}") and "\\bottomrule" in tex
     assert "multi mode & Deep Ensembles & 1.0 & 2.0 & 90.0" in tex
-    html = to_html(pl.DataFrame({"method": ["a<b"], "x": [1.23456], "y": [None]}, schema={"method": pl.String, "x": pl.Float64, "y": pl.Float64}))
+    html = to_html(
+        pl.DataFrame(
+            {"method": ["a<b"], "x": [1.23456], "y": [None]},
+            schema={"method": pl.String, "x": pl.Float64, "y": pl.Float64},
+        )
+    )
     assert "<td>a&lt;b</td><td>1.235</td><td>&ndash;</td>" in html
     write_table(t, tmp_path / "t.tex")
     assert (tmp_path / "t.tex").read_text() == tex
@@ -123,13 +181,21 @@ def test_pairwise_mi_matches_a_direct_computation(tmp_path):
         a, b = stored_test[row["a"]], stored_test[row["b"]]
         direct = (entropy((a + b) / 2) - (entropy(a) + entropy(b)) / 2).mean()
         assert row["id_mi"] == pytest.approx(direct, abs=1e-9)
-    collapsed = pairs.filter(((pl.col("a") == 0) & (pl.col("b") == 1)) | ((pl.col("a") == 1) & (pl.col("b") == 0)))
+    collapsed = pairs.filter(
+        ((pl.col("a") == 0) & (pl.col("b") == 1)) | ((pl.col("a") == 1) & (pl.col("b") == 0))
+    )
     assert collapsed["id_mi"][0] == pytest.approx(0, abs=1e-12)
 
 
 def test_collapse_summary_correlation():
-    pairs = pl.DataFrame({"a": [0, 0, 1, 2], "b": [1, 2, 2, 3], "id_mi": [0.1, 0.2, 0.3, 0.4],
-                          "ood_mi": [0.2, 0.4, 0.6, 0.8]})
+    pairs = pl.DataFrame(
+        {
+            "a": [0, 0, 1, 2],
+            "b": [1, 2, 2, 3],
+            "id_mi": [0.1, 0.2, 0.3, 0.4],
+            "ood_mi": [0.2, 0.4, 0.6, 0.8],
+        }
+    )
     row = collapse_summary(pairs).row(0, named=True)
     assert row["pearson_r"] == pytest.approx(1.0) and row["pairs"] == 4
     assert row["id_mi_mean"] == pytest.approx(0.25)

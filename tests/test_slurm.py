@@ -5,7 +5,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -14,14 +13,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import repo_config, stop_process, tiny_experiment
 
 from symbnn.store import open_store
 
-from conftest import repo_config, stop_process, tiny_experiment
-
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "profiles" / "slurm"
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile", str(PROFILE)]
+SNAKEMAKE = [
+    sys.executable,
+    "-m",
+    "snakemake",
+    "--snakefile",
+    str(REPO / "Snakefile"),
+    "--profile",
+    str(PROFILE),
+]
 FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18")
 
 
@@ -45,11 +51,19 @@ def expected_jobs(experiment):
     pairs = 2 * len(trained) + ("de" in methods)
     counts = {
         "train_shard": math.ceil(posterior["n_samples"] / posterior["shard_size"]),
-        "train_pool_shard": math.ceil(methods["pool"] / min(methods["pool"], posterior["shard_size"])),
+        "train_pool_shard": math.ceil(
+            methods["pool"] / min(methods["pool"], posterior["shard_size"])
+        ),
         "sample": len(trained) * (1 + methods["modes"]) + ("de" in methods),
     }
-    for rule in ("gather_posterior", "canonicalize", "minmass", "minmass_report", "mmd_deep_ensembles",
-                 "gather_pool"):
+    for rule in (
+        "gather_posterior",
+        "canonicalize",
+        "minmass",
+        "minmass_report",
+        "mmd_deep_ensembles",
+        "gather_pool",
+    ):
         counts[rule] = 1
     for rule in ("gather_samples", "predict", "canonicalize_samples", "mmd_method"):
         counts[rule] = pairs
@@ -65,8 +79,11 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
         experiment = config["experiments"][name]
         assert experiment["posterior"]["n_samples"] == 1000
         assert experiment["methods"]["n_samples"] == 100 and experiment["methods"]["modes"] == 10
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(tmp_path), "--dry-run", "--config",
-                             f"run={list(FULL)}"], capture_output=True, text=True)
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(tmp_path), "--dry-run", "--config", f"run={list(FULL)}"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     planned = job_stats(result.stdout)
     expected = {}
@@ -75,7 +92,9 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
             expected[rule] = expected.get(rule, 0) + count
     assert {rule: planned.get(rule, 0) for rule in expected} == expected
     # mnist: 4 shards of 250 OptuNets, 1 pool shard; ResNets: 1000 + 110 one-network jobs
-    assert expected["train_shard"] == 4 + 1000 + 1000 and expected["train_pool_shard"] == 1 + 110 + 110
+    assert (
+        expected["train_shard"] == 4 + 1000 + 1000 and expected["train_pool_shard"] == 1 + 110 + 110
+    )
     # the tiny-ImageNet setting has no variational BNN (the paper could not train one)
     assert expected["sample"] == 56 + 56 + 45
     assert planned["total"] == sum(count for rule, count in planned.items() if rule != "total")
@@ -96,8 +115,12 @@ def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
     experiment["model"] = {"name": "resnet18", "num_classes": 10, "in_channels": 1}
     experiment["compute"] = {"gpus": 2, "threads": 8, "mem_mb": 16000, "runtime_min": 90}
     experiment["mmd"] = {"de_members": 2}
-    config = {**repo_config(), "run": ["big"], "experiments": {"big": experiment},
-              "slurm": {"cpu_partition": "small", "gpu_partition": "a100"}}
+    config = {
+        **repo_config(),
+        "run": ["big"],
+        "experiments": {"big": experiment},
+        "slurm": {"cpu_partition": "small", "gpu_partition": "a100"},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     for store in ("posterior/target.zarr", "canonical/target.zarr"):  # inputs of MMD and min-mass
         (tmp_path / "results" / "big" / store).mkdir(parents=True)
@@ -105,16 +128,39 @@ def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(record=record))
     (bin_dir / "sbatch").chmod(0o755)
-    targets = ["results/big/posterior/shards/000.zarr", "results/big/mmd/deep_ensembles/summary.parquet",
-               "results/big/minmass/masses.parquet"]
+    targets = [
+        "results/big/posterior/shards/000.zarr",
+        "results/big/mmd/deep_ensembles/summary.parquet",
+        "results/big/minmass/masses.parquet",
+    ]
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(tmp_path), "--retries", "0", "--slurm-no-account",
-                             "--slurm-init-seconds-before-status-checks", "1",
-                             "--allowed-rules", "train_shard", "mmd_deep_ensembles", "minmass", "--", *targets],
-                            capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [
+            *SNAKEMAKE,
+            "--directory",
+            str(tmp_path),
+            "--retries",
+            "0",
+            "--slurm-no-account",
+            "--slurm-init-seconds-before-status-checks",
+            "1",
+            "--allowed-rules",
+            "train_shard",
+            "mmd_deep_ensembles",
+            "minmass",
+            "--",
+            *targets,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode != 0  # every submission was refused
-    calls = {re.search(r"--comment '?rule_(\w+?)_wildcards", line).group(1): line
-             for line in record.read_text().splitlines()}
+    calls = {
+        re.search(r"--comment '?rule_(\w+?)_wildcards", line).group(1): line
+        for line in record.read_text().splitlines()
+    }
     assert set(calls) == {"train_shard", "mmd_deep_ensembles", "minmass"}, calls
     train = calls["train_shard"]
     assert "--gpus=2" in train and "--cpus-per-gpu=4" in train and "-p a100" in train
@@ -157,17 +203,36 @@ class LocalSlurm:
 
     def install(self):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                     "slurmctld", "slurmd", "slurm-client", "munge"]):
+        for cmd in (
+            ["apt-get", "update", "-qq"],
+            [
+                "apt-get",
+                "install",
+                "-y",
+                "-qq",
+                "--no-install-recommends",
+                "slurmctld",
+                "slurmd",
+                "slurm-client",
+                "munge",
+            ],
+        ):
             result = run(cmd, env=env, timeout=300)
             if result.returncode != 0:
-                pytest.skip(f"cannot install Slurm: {' '.join(cmd)} failed: {result.stderr.strip()[-500:]}")
+                pytest.skip(
+                    f"cannot install Slurm: {' '.join(cmd)} failed: {result.stderr.strip()[-500:]}"
+                )
 
     def start_daemon(self, name, cmd):
         log = open(self.workdir / f"{name}.out", "w")
-        self.processes.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                                      stdin=subprocess.DEVNULL)))
+        self.processes.append(
+            (
+                name,
+                subprocess.Popen(
+                    cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                ),
+            )
+        )
 
     def write(self, path, text):
         path = Path(path)
@@ -185,8 +250,17 @@ class LocalSlurm:
         Path("/run/munge").mkdir(exist_ok=True)
         shutil.chown("/run/munge", "munge", "munge")
         # setpriv execs munged itself, so the PID is munged's
-        self.start_daemon("munged", ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups",
-                                     "/usr/sbin/munged", "--foreground"])
+        self.start_daemon(
+            "munged",
+            [
+                "setpriv",
+                "--reuid=munge",
+                "--regid=munge",
+                "--init-groups",
+                "/usr/sbin/munged",
+                "--foreground",
+            ],
+        )
         if not wait_for(lambda: run("munge -n | unmunge", shell=True).returncode == 0, 15):
             self.fail("munged did not answer")
 
@@ -199,7 +273,9 @@ class LocalSlurm:
         Path("/var/spool/slurmd").mkdir(parents=True, exist_ok=True)
         # no slurmdbd: accounting off, so the profile's squeue status command is the one that
         # works; MinJobAge keeps finished jobs visible to `squeue -t all` for the assertions
-        self.write("/etc/slurm/slurm.conf", f"""{SLURM_CONF_MARK}
+        self.write(
+            "/etc/slurm/slurm.conf",
+            f"""{SLURM_CONF_MARK}
 ClusterName=symbnnci
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser=slurm
@@ -225,9 +301,12 @@ GresTypes=gpu
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory} Gres=gpu:1 State=UNKNOWN
 PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
-""")
+""",
+        )
         # a fake GPU: File= is required, /dev/null stands in for /dev/nvidia0
-        self.write("/etc/slurm/gres.conf", f"{SLURM_CONF_MARK}\nNodeName={host} Name=gpu File=/dev/null\n")
+        self.write(
+            "/etc/slurm/gres.conf", f"{SLURM_CONF_MARK}\nNodeName={host} Name=gpu File=/dev/null\n"
+        )
         self.start_daemon("slurmctld", ["/usr/sbin/slurmctld", "-D", "-c"])
         self.start_daemon("slurmd", ["/usr/sbin/slurmd", "-D"])
 
@@ -238,12 +317,14 @@ PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
             self.fail(f"node not idle: {run(['sinfo', '-N', '-l']).stdout}")
 
     def fail(self, reason):
-        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(self.workdir.glob("*.out")))
+        logs = "\n".join(
+            f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(self.workdir.glob("*.out"))
+        )
         self.stop()
         pytest.skip(f"Slurm daemons did not start: {reason}\n{logs}")
 
     def stop(self):
-        for name, process in reversed(self.processes):  # newest first, each by its own PID
+        for _name, process in reversed(self.processes):  # newest first, each by its own PID
             if process.poll() is None:
                 stop_process(process, 20)
         self.processes = []
@@ -255,7 +336,9 @@ PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
 @pytest.fixture
 def local_slurm(tmp_path_factory):
     if os.environ.get("CI") != "true" and os.environ.get("SYMBNN_SLURM_TEST") != "1":
-        pytest.skip("installs Debian's Slurm and starts its daemons: runs when CI=true or SYMBNN_SLURM_TEST=1")
+        pytest.skip(
+            "installs Debian's Slurm and starts its daemons: runs when CI=true or SYMBNN_SLURM_TEST=1"
+        )
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         pytest.skip("needs root and apt-get to install Slurm")
     if shutil.which("scontrol") and run(["scontrol", "ping"]).returncode == 0:
@@ -297,9 +380,25 @@ def test_tiny_workflow_runs_through_a_real_slurm(local_slurm, tmp_path):
     targets = ["results/tiny/posterior/target.zarr"]
     started = time.time()
     # SIGINT on timeout: Snakemake then cancels its Slurm jobs before exiting
-    result = run(["timeout", "-s", "INT", "240", *SNAKEMAKE, "--directory", str(tmp_path), "--jobs", "4",
-                  "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5", *targets],
-                 timeout=270)
+    result = run(
+        [
+            "timeout",
+            "-s",
+            "INT",
+            "240",
+            *SNAKEMAKE,
+            "--directory",
+            str(tmp_path),
+            "--jobs",
+            "4",
+            "--slurm-init-seconds-before-status-checks",
+            "2",
+            "--latency-wait",
+            "5",
+            *targets,
+        ],
+        timeout=270,
+    )
     print(f"workflow through Slurm: {time.time() - started:.0f} s")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
@@ -307,7 +406,9 @@ def test_tiny_workflow_runs_through_a_real_slurm(local_slurm, tmp_path):
     assert open_store(results / "posterior" / "target.zarr").n_samples == 4
     # every job went through sbatch and completed, GPU job on the gpu partition with its GPU
     records = scheduler_records()
-    rules = sorted(re.match(r"rule_(\w+?)(_wildcards|$)", r["comment"]).group(1) for r in records.values())
+    rules = sorted(
+        re.match(r"rule_(\w+?)(_wildcards|$)", r["comment"]).group(1) for r in records.values()
+    )
     assert rules == ["gather_posterior", "train_shard"], records
     for record in records.values():
         assert record["state"] == "COMPLETED", record
@@ -317,7 +418,9 @@ def test_tiny_workflow_runs_through_a_real_slurm(local_slurm, tmp_path):
     # the plugin's per-job logs, named by the scheduler's job ids
     logs = list((tmp_path / ".snakemake" / "slurm_logs").rglob("*.log"))
     assert {log.stem for log in logs} == set(records)
-    assert len(list((tmp_path / ".snakemake" / "slurm_logs" / "rule_train_shard").rglob("*.log"))) == 1
+    assert (
+        len(list((tmp_path / ".snakemake" / "slurm_logs" / "rule_train_shard").rglob("*.log"))) == 1
+    )
     # the training job saw no usable GPU and said so in its own log
     log = (results / "logs" / "train_shard" / "000.log").read_text()
     assert "no CUDA device is visible, running on the CPU" in log

@@ -3,10 +3,16 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from symbnn.store import MIN_CHUNK_ROWS, StoreError, StoreWriter, chunk_shape, open_store, write_store
-
 from conftest import stacked_state
+
+from symbnn.store import (
+    MIN_CHUNK_ROWS,
+    StoreError,
+    StoreWriter,
+    chunk_shape,
+    open_store,
+    write_store,
+)
 
 
 def test_round_trip_is_bit_exact(optunet_store):
@@ -58,7 +64,9 @@ def test_streaming_writer_appends_batches(tmp_path):
     values = np.arange(5 * 4, dtype=np.float32).reshape(5, 4)
     with StoreWriter(tmp_path / "a.zarr", {"experiment": "x"}, expected_samples=5) as writer:
         for start in range(0, 5, 2):
-            writer.append({"w": values[start:start + 2]}, {"seed": np.arange(start, min(5, start + 2))})
+            writer.append(
+                {"w": values[start : start + 2]}, {"seed": np.arange(start, min(5, start + 2))}
+            )
     store = open_store(tmp_path / "a.zarr")
     assert np.array_equal(store.read("w"), values)
     assert store.attrs["experiment"] == "x"
@@ -66,10 +74,9 @@ def test_streaming_writer_appends_batches(tmp_path):
 
 def test_interrupted_write_leaves_nothing(tmp_path):
     target = tmp_path / "half.zarr"
-    with pytest.raises(RuntimeError):
-        with StoreWriter(target, {}) as writer:
-            writer.append({"w": np.zeros((2, 3), np.float32)}, {"seed": np.arange(2)})
-            raise RuntimeError("killed mid-way")
+    with pytest.raises(RuntimeError), StoreWriter(target, {}) as writer:
+        writer.append({"w": np.zeros((2, 3), np.float32)}, {"seed": np.arange(2)})
+        raise RuntimeError("killed mid-way")
     assert not target.exists()
     assert not list(tmp_path.iterdir()), "temporary folder left behind"
     with pytest.raises(StoreError, match="not a symbnn store"):
@@ -110,7 +117,11 @@ def test_validate_detects_nan_and_truncated_chunks(optunet_store, tmp_path):
     nan_store = write_store(tmp_path / "nan.zarr", bad)
     with pytest.raises(StoreError, match="fc1.weight.*NaN"):
         nan_store.validate()
-    chunk = next(p for p in (store.path / "state" / "conv2.weight").rglob("*") if p.is_file() and p.name != "zarr.json")
+    chunk = next(
+        p
+        for p in (store.path / "state" / "conv2.weight").rglob("*")
+        if p.is_file() and p.name != "zarr.json"
+    )
     chunk.write_bytes(chunk.read_bytes()[:100])
     with pytest.raises(StoreError, match="conv2.weight"):
         open_store(store.path).validate()

@@ -21,7 +21,6 @@ from symbnn.symmetry import (
 from symbnn.symmetry.canonical_store import canonicalize_store
 from symbnn.symmetry.testing import outputs, random_state, relative_difference
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CASES = {
@@ -36,7 +35,13 @@ OPTIONS = [("unitnorm", "max"), ("unitnorm", "first"), ("unitstd", "max"), ("uni
 def setup(name):
     spec, shape, n = CASES[name]
     x = torch.randn(4, *shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    return spec, unit_groups(spec), random_state(spec, n, seed=2), x, build_model(spec).double().eval()
+    return (
+        spec,
+        unit_groups(spec),
+        random_state(spec, n, seed=2),
+        x,
+        build_model(spec).double().eval(),
+    )
 
 
 def random_symmetry(sym, state, seed, spread=1.0):
@@ -46,7 +51,9 @@ def random_symmetry(sym, state, seed, spread=1.0):
     moved = apply_permutations(state, sym, random_permutations(sym, n, g))
     moved = apply_scales(moved, sym, random_scales(sym, n, g, spread=spread))
     if sym.output_bias:
-        moved[sym.output_bias] = moved[sym.output_bias] + torch.randn(n, 1, generator=g, dtype=torch.float64)
+        moved[sym.output_bias] = moved[sym.output_bias] + torch.randn(
+            n, 1, generator=g, dtype=torch.float64
+        )
     return moved
 
 
@@ -78,7 +85,9 @@ def test_recorded_permutations_and_scales_rebuild_the_canonical_state(name):
     if sym.output_bias:
         rebuilt, shift = shift_softmax(rebuilt, sym)
         torch.testing.assert_close(shift, result.softmax_shift)
-        torch.testing.assert_close(result.state[sym.output_bias].sum(1), torch.ones(len(shift), dtype=torch.float64))
+        torch.testing.assert_close(
+            result.state[sym.output_bias].sum(1), torch.ones(len(shift), dtype=torch.float64)
+        )
     else:
         assert result.softmax_shift is None
     assert_states_close(result.state, rebuilt, sym.tensors, rtol=1e-14)
@@ -89,7 +98,9 @@ def test_recorded_permutations_and_scales_rebuild_the_canonical_state(name):
     # Canonical rows have unit norm and sorted keys (descending largest incoming weight).
     for g in sym.groups:
         rows = result.state[g.key.tensor].reshape(*result.state[g.key.tensor].shape[:2], -1)
-        torch.testing.assert_close(rows.norm(dim=2), torch.ones(rows.shape[:2], dtype=torch.float64))
+        torch.testing.assert_close(
+            rows.norm(dim=2), torch.ones(rows.shape[:2], dtype=torch.float64)
+        )
         keys = rows.max(dim=2).values.reshape(rows.shape[0], g.blocks, g.block_width)
         assert (keys[:, :, :-1] >= keys[:, :, 1:]).all()
 
@@ -101,25 +112,42 @@ def test_resnet18_canonical_form():
     x = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     moved = random_symmetry(sym, state, seed=5, spread=0.5)
     for scale, key in (("unitstd", "first"), ("unitnorm", "max")):
-        a, b = canonicalize(state, sym, scale=scale, key=key), canonicalize(moved, sym, scale=scale, key=key)
+        a, b = (
+            canonicalize(state, sym, scale=scale, key=key),
+            canonicalize(moved, sym, scale=scale, key=key),
+        )
         assert_states_close(a.state, b.state, sym.tensors)
-    assert relative_difference(outputs(net, state, x).log_softmax(-1), outputs(net, a.state, x).log_softmax(-1)) < 1e-5
+    assert (
+        relative_difference(
+            outputs(net, state, x).log_softmax(-1), outputs(net, a.state, x).log_softmax(-1)
+        )
+        < 1e-5
+    )
     # Each BatchNorm-absorbed conv scale and each BatchNorm output scale is normalised.
     assert {"layer3.0.conv1", "layer3.0", "layer3", "layer3.0.downsample.0"} <= set(a.scales)
-    gammas = torch.cat([a.state[f"layer{s}.{b}.bn1.weight"] for s in range(1, 5) for b in range(2)], dim=1)
+    gammas = torch.cat(
+        [a.state[f"layer{s}.{b}.bn1.weight"] for s in range(1, 5) for b in range(2)], dim=1
+    )
     torch.testing.assert_close(gammas.abs(), torch.ones_like(gammas))
-    assert torch.equal(a.state["layer1.0.bn1.num_batches_tracked"], state["layer1.0.bn1.num_batches_tracked"])
+    assert torch.equal(
+        a.state["layer1.0.bn1.num_batches_tracked"], state["layer1.0.bn1.num_batches_tracked"]
+    )
 
 
 def test_dead_units_and_nan_weights_are_reported():
     spec, sym, state, x, net = setup("mlp")
     dead = {k: v.clone() for k, v in state.items()}
-    dead["layers.1.weight"][3, 2] = 0.0   # sample 3, hidden unit 2 of layer 1: no incoming weights
+    dead["layers.1.weight"][3, 2] = 0.0  # sample 3, hidden unit 2 of layer 1: no incoming weights
     with pytest.raises(ValueError, match=r"layers.1: unit\(s\) \[2\] of sample\(s\) \[3\].*dead"):
         canonicalize(dead, sym)
     kept = canonicalize(dead, sym, on_dead="keep")
     assert kept.scales["layers.1"][3, 2] == 1.0
-    assert relative_difference(outputs(net, dead, x).log_softmax(-1), outputs(net, kept.state, x).log_softmax(-1)) < 1e-5
+    assert (
+        relative_difference(
+            outputs(net, dead, x).log_softmax(-1), outputs(net, kept.state, x).log_softmax(-1)
+        )
+        < 1e-5
+    )
     broken = {k: v.clone() for k, v in state.items()}
     broken["layers.0.bias"][5, 1] = float("nan")
     with pytest.raises(ValueError, match=r"layers.0.bias holds NaN.*\[5\]"):
@@ -139,8 +167,15 @@ def test_canonicalize_store_and_cli(tmp_path):
     spec = {"name": "optunet"}
     sym = unit_groups(spec)
     state = {k: v.float() for k, v in random_state(spec, 7, seed=6).items()}
-    src = write_store(tmp_path / "in.zarr", state, {"seed": np.arange(7)}, {"architecture": spec, "experiment": "t"})
-    canonicalize_store(src.path, tmp_path / "out.zarr", key="first", block_bytes=3 * 1500)  # blocks of 3
+    src = write_store(
+        tmp_path / "in.zarr",
+        state,
+        {"seed": np.arange(7)},
+        {"architecture": spec, "experiment": "t"},
+    )
+    canonicalize_store(
+        src.path, tmp_path / "out.zarr", key="first", block_bytes=3 * 1500
+    )  # blocks of 3
     out = open_store(tmp_path / "out.zarr")
     assert out.attrs["kind"] == "canonical" and out.attrs["canonical"]["key"] == "first"
     assert out.n_samples == 7 and out.state_names == src.state_names
@@ -154,24 +189,35 @@ def test_canonicalize_store_and_cli(tmp_path):
         assert perm.dtype == np.int64 and perm.shape == (7, g.width)
     assert out.info("scale.fc1").shape == (7, 3) and out.info("softmax_shift").shape == (7,)
 
-    assert cli_main(["canonicalize", str(src.path), str(tmp_path / "cli.zarr"), "--scale", "unitstd"]) == 0
+    assert (
+        cli_main(["canonicalize", str(src.path), str(tmp_path / "cli.zarr"), "--scale", "unitstd"])
+        == 0
+    )
     assert open_store(tmp_path / "cli.zarr").attrs["canonical"]["scale"] == "unitstd"
-    assert cli_main(["canonicalize", str(src.path), str(tmp_path / "cli.zarr")]) != 0  # exists already
+    assert (
+        cli_main(["canonicalize", str(src.path), str(tmp_path / "cli.zarr")]) != 0
+    )  # exists already
 
 
 def test_store_blocks_are_chunk_aligned_and_cover_every_sample(tmp_path):
     from symbnn.symmetry.store_blocks import iter_state_blocks
 
-    values = np.random.default_rng(0).normal(size=(70, 300, 400)).astype(np.float32)  # 480 kB a sample
-    store = write_store(tmp_path / "b.zarr", {"w": values, "v": values[:, 0, :2].copy()}, {"seed": np.arange(70)})
+    values = (
+        np.random.default_rng(0).normal(size=(70, 300, 400)).astype(np.float32)
+    )  # 480 kB a sample
+    store = write_store(
+        tmp_path / "b.zarr", {"w": values, "v": values[:, 0, :2].copy()}, {"seed": np.arange(70)}
+    )
     chunk = store.state_array("w").chunks[0]
     assert 5 < chunk < 70
     reads = []
     read = store.state_dicts
     store.state_dicts = lambda rows: (reads.append(rows), read(rows))[1]
     per_sample = 300 * 400 * 4 + 2 * 4
-    blocks = list(iter_state_blocks(store, block_bytes=5 * per_sample, read_bytes=chunk * per_sample))
-    assert all(r.start % chunk == 0 for r in reads) and len(reads) == 2   # each chunk read once
+    blocks = list(
+        iter_state_blocks(store, block_bytes=5 * per_sample, read_bytes=chunk * per_sample)
+    )
+    assert all(r.start % chunk == 0 for r in reads) and len(reads) == 2  # each chunk read once
     assert max(b.stop - b.start for b, _ in blocks) == 5
     assert np.array_equal(np.concatenate([s["w"].numpy() for _, s in blocks]), values)
     assert [b.start for b, _ in blocks] == sorted(b.start for b, _ in blocks)

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from symbnn.models import build_model
-
 from symbnn.symmetry import (
     apply_permutations,
     apply_scales,
@@ -85,22 +84,30 @@ def test_combined_symmetries_on_a_single_state_dict(case):
     moved = apply_scales(apply_permutations(single, sym, perms), sym, scales)
     assert all(moved[k].shape == single[k].shape for k in single)
     assert relative_difference(y[:1], outputs(net, {k: v[None] for k, v in moved.items()}, x)) < TOL
-    stacked = apply_scales(apply_permutations({k: v[:1] for k, v in state.items()}, sym,
-                                              {k: v[None] for k, v in perms.items()}),
-                           sym, {k: v[None] for k, v in scales.items()})
+    stacked = apply_scales(
+        apply_permutations(
+            {k: v[:1] for k, v in state.items()}, sym, {k: v[None] for k, v in perms.items()}
+        ),
+        sym,
+        {k: v[None] for k, v in scales.items()},
+    )
     assert all(torch.equal(stacked[k][0], moved[k]) for k in single)
 
 
 def test_softmax_shift_preserves_probabilities(case):
     net, sym, state, x, y = case
     if sym.output_bias is None:
-        assert sym.shapes[sym.mass_tensors[-1]][0] == 1  # a single output is not a softmax: no shift offered
+        assert (
+            sym.shapes[sym.mass_tensors[-1]][0] == 1
+        )  # a single output is not a softmax: no shift offered
         with pytest.raises(ValueError, match="no softmax"):
             shift_softmax(state, sym)
         return
     shifted, shift = shift_softmax(state, sym, total=1.0)
     assert shift.shape == (y.shape[0],)
-    torch.testing.assert_close(shifted[sym.output_bias].sum(dim=1), torch.ones(y.shape[0], dtype=torch.float64))
+    torch.testing.assert_close(
+        shifted[sym.output_bias].sum(dim=1), torch.ones(y.shape[0], dtype=torch.float64)
+    )
     z = outputs(net, shifted, x)
     assert relative_difference(y.log_softmax(-1), z.log_softmax(-1)) < TOL
 
@@ -112,8 +119,10 @@ def test_batchnorm_scales_are_exact_over_a_wide_range():
     x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
     # Scales from 1e-4 to 1e4: running_var + eps is scaled, so eps never breaks the symmetry.
     g = torch.Generator().manual_seed(9)
-    scales = {k: 10 ** (8 * torch.rand(v.shape, generator=g, dtype=torch.float64) - 4)
-              for k, v in random_scales(sym, 1).items()}
+    scales = {
+        k: 10 ** (8 * torch.rand(v.shape, generator=g, dtype=torch.float64) - 4)
+        for k, v in random_scales(sym, 1).items()
+    }
     moved = apply_scales(state, sym, scales)
     assert relative_difference(outputs(net, state, x), outputs(net, moved, x)) < 1e-9
 
@@ -126,12 +135,18 @@ def test_grouped_conv_blocks_move_together_or_not_at_all():
     y = outputs(net, state, x)
     perms = identity_permutations(sym, 1)
     # Swapping conv1's two channels together with conv2's two blocks is a symmetry ...
-    swap = {**perms, "conv1": torch.tensor([[1, 0]]), "conv2": torch.tensor([[5, 6, 7, 8, 9, 0, 1, 2, 3, 4]])}
+    swap = {
+        **perms,
+        "conv1": torch.tensor([[1, 0]]),
+        "conv2": torch.tensor([[5, 6, 7, 8, 9, 0, 1, 2, 3, 4]]),
+    }
     assert relative_difference(y, outputs(net, apply_permutations(state, sym, swap), x)) < TOL
     # ... swapping conv1's channels alone is not, nor is moving a conv2 channel to the other
     # block (the paper's D.4.2 count of 10! output permutations overcounts).
-    for bad in ({**perms, "conv1": torch.tensor([[1, 0]])},
-                {**perms, "conv2": torch.tensor([[5, 1, 2, 3, 4, 0, 6, 7, 8, 9]])}):
+    for bad in (
+        {**perms, "conv1": torch.tensor([[1, 0]])},
+        {**perms, "conv2": torch.tensor([[5, 1, 2, 3, 4, 0, 6, 7, 8, 9]])},
+    ):
         with pytest.raises(ValueError):
             check_permutations(sym, bad)
         moved = apply_permutations(state, sym, bad, check=False)

@@ -5,7 +5,15 @@ import math
 import pytest
 
 from symbnn.models import build_model
-from symbnn.symmetry import Axis, ScaleGroup, Symmetry, UnitGroup, count_symmetries, total_symmetries, unit_groups
+from symbnn.symmetry import (
+    Axis,
+    ScaleGroup,
+    Symmetry,
+    UnitGroup,
+    count_symmetries,
+    total_symmetries,
+    unit_groups,
+)
 
 SPECS = [
     {"name": "mlp", "widths": [2, 2, 1]},
@@ -20,8 +28,11 @@ def log10_fact(k):
 
 
 def _last_layer(spec):
-    return {"mlp": lambda: f"layers.{len(spec.get('widths', [])) - 2}.", "optunet": lambda: "fc2.",
-            "resnet18": lambda: "fc."}[spec["name"]]()
+    return {
+        "mlp": lambda: f"layers.{len(spec.get('widths', [])) - 2}.",
+        "optunet": lambda: "fc2.",
+        "resnet18": lambda: "fc.",
+    }[spec["name"]]()
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s["name"] + str(s.get("widths", "")))
@@ -46,8 +57,12 @@ def test_resnet_residual_streams_tie_channels():
     rows = {a.tensor for a in stream.axes if a.role == "in"}
     assert rows == {"conv1.weight", "layer1.0.conv2.weight", "layer1.1.conv2.weight"}
     cols = {a.tensor for a in stream.axes if a.role == "out"}
-    assert cols == {"layer1.0.conv1.weight", "layer1.1.conv1.weight",
-                    "layer2.0.conv1.weight", "layer2.0.downsample.0.weight"}
+    assert cols == {
+        "layer1.0.conv1.weight",
+        "layer1.1.conv1.weight",
+        "layer2.0.conv1.weight",
+        "layer2.0.downsample.0.weight",
+    }
     stage2 = sym.group("layer2")
     assert stage2.key.tensor == "layer2.0.downsample.0.weight"
     assert "layer2.0.downsample.1.running_var" in {a.tensor for a in stage2.axes}
@@ -75,21 +90,32 @@ def test_counts_match_appendix_d4():
     # BatchNorm adds one sDoF per feature (D.4.3): 20 BatchNorms, 4800 features; residual
     # streams share one output scale: 4 streams + 8 inner groups.
     assert sum(r["bn_scaling_dof"] for r in res) == 4800
-    assert sum(r["scaling_dof"] - r["bn_scaling_dof"] for r in res) == 64 + 128 + 256 + 512 + 2 * (64 + 128 + 256 + 512)
+    assert sum(r["scaling_dof"] - r["bn_scaling_dof"] for r in res) == 64 + 128 + 256 + 512 + 2 * (
+        64 + 128 + 256 + 512
+    )
     assert sum(r["log10_permutations"] for r in res) == pytest.approx(
-        3 * sum(log10_fact(w) for w in (64, 128, 256, 512)))
+        3 * sum(log10_fact(w) for w in (64, 128, 256, 512))
+    )
 
 
 def test_inconsistent_descriptions_are_rejected():
     shapes = {"a.weight": (4, 3), "b.weight": (2, 4)}
     key = Axis("a.weight", 0, "in")
-    good = UnitGroup("a", 4, (key, Axis("b.weight", 1, "out")), (ScaleGroup("a", (key, Axis("b.weight", 1, "out"))),), key)
+    good = UnitGroup(
+        "a",
+        4,
+        (key, Axis("b.weight", 1, "out")),
+        (ScaleGroup("a", (key, Axis("b.weight", 1, "out"))),),
+        key,
+    )
     Symmetry({"name": "x"}, (good,), shapes)
     wrong_width = UnitGroup("a", 5, good.axes, good.scales, key)
     with pytest.raises(ValueError, match="size 4, expected 5"):
         Symmetry({"name": "x"}, (wrong_width,), shapes)
     with pytest.raises(ValueError, match="unknown role"):
         Axis("a.weight", 0, "sideways")
-    no_incoming = UnitGroup("a", 4, good.axes, (ScaleGroup("a", (Axis("b.weight", 1, "out"),)),), key)
+    no_incoming = UnitGroup(
+        "a", 4, good.axes, (ScaleGroup("a", (Axis("b.weight", 1, "out"),)),), key
+    )
     with pytest.raises(ValueError, match="no incoming"):
         Symmetry({"name": "x"}, (no_incoming,), shapes)

@@ -34,8 +34,13 @@ def test_symmetrised_density_is_invariant_to_permuting_its_argument(one_torch_th
 
 def test_monte_carlo_estimator_agrees_with_enumeration(one_torch_thread):
     _, q, exact = _family(hidden=(5,), rho=0.0)
-    mc = symvi.SymmetrisedMeanField(q, exact.sym, max_enumerate=1, mc_permutations=4000,
-                                    generator=torch.Generator().manual_seed(4))
+    mc = symvi.SymmetrisedMeanField(
+        q,
+        exact.sym,
+        max_enumerate=1,
+        mc_permutations=4000,
+        generator=torch.Generator().manual_seed(4),
+    )
     assert exact.exact and not mc.exact
     w = q.sample_states(3, torch.Generator().manual_seed(5))
     with torch.no_grad():
@@ -53,8 +58,17 @@ def test_symmetrised_kl_lies_between_its_bounds(one_torch_thread):
 
 
 def test_symmetrised_elbo_is_not_worse_than_mean_field_on_the_toy_task(one_torch_thread):
-    table = symvi.compare({"seeds": [0], "steps": 300, "target_runs": 16, "target_epochs": 10,
-                           "mmd_samples": 16, "eval_samples": 512, "n_test": 400})
+    table = symvi.compare(
+        {
+            "seeds": [0],
+            "steps": 300,
+            "target_runs": 16,
+            "target_epochs": 10,
+            "mmd_samples": 16,
+            "eval_samples": 512,
+            "n_test": 400,
+        }
+    )
     rows = {r["family"]: r for r in table.to_dicts()}
     mf, sym = rows["mean_field"], rows["symmetrised"]
     noise = 3 * math.hypot(mf["elbo_stderr"], sym["elbo_stderr"])

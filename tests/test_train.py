@@ -21,7 +21,6 @@ from symbnn.train.pooling import pool_relu
 from symbnn.train.seeding import build_seeded_model, init_parameters, seed_generator
 from symbnn.train.sgd import StackedSGD
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
@@ -31,8 +30,11 @@ def stripes(n: int, seed: int, classes: int = 4, size: int = 28, channels: int =
     labels = torch.randint(0, classes, (n,), generator=g)
     angle = labels.double() * math.pi / classes
     phase = torch.rand(n, generator=g, dtype=torch.float64) * 2 * math.pi
-    y, x = torch.meshgrid(torch.arange(size, dtype=torch.float64), torch.arange(size, dtype=torch.float64),
-                          indexing="ij")
+    y, x = torch.meshgrid(
+        torch.arange(size, dtype=torch.float64),
+        torch.arange(size, dtype=torch.float64),
+        indexing="ij",
+    )
     along = x * torch.cos(angle)[:, None, None] + y * torch.sin(angle)[:, None, None]
     wave = torch.sin(along * (2 * math.pi / 6) + phase[:, None, None])
     noise = torch.randn(n, channels, size, size, generator=g, dtype=torch.float64) * 0.3
@@ -42,15 +44,28 @@ def stripes(n: int, seed: int, classes: int = 4, size: int = 28, channels: int =
 
 OPTUNET = {"name": "optunet"}
 MLP = {"name": "mlp", "widths": [784, 16, 10]}
-SHORT = Recipe(epochs=2, batch_size=32, lr=0.04, momentum=0.9, nesterov=True, weight_decay=2e-4,
-               milestones=(1,), gamma=0.5)
+SHORT = Recipe(
+    epochs=2,
+    batch_size=32,
+    lr=0.04,
+    momentum=0.9,
+    nesterov=True,
+    weight_decay=2e-4,
+    milestones=(1,),
+    gamma=0.5,
+)
 
 
 # ---------------------------------------------------------------- recipes
 
+
 def test_presets_follow_the_paper():
     assert (OPTUNET_MNIST.epochs, OPTUNET_MNIST.batch_size, OPTUNET_MNIST.lr) == (60, 64, 0.04)
-    assert (OPTUNET_MNIST.weight_decay, OPTUNET_MNIST.milestones, OPTUNET_MNIST.gamma) == (2e-4, (15, 30), 0.5)
+    assert (OPTUNET_MNIST.weight_decay, OPTUNET_MNIST.milestones, OPTUNET_MNIST.gamma) == (
+        2e-4,
+        (15, 30),
+        0.5,
+    )
     assert OPTUNET_MNIST.momentum == 0 and not OPTUNET_MNIST.nesterov and not OPTUNET_MNIST.augment
     r = RESNET18_CIFAR100
     assert (r.epochs, r.batch_size, r.lr, r.momentum, r.nesterov) == (75, 128, 0.1, 0.9, True)
@@ -67,34 +82,42 @@ def test_from_dict_builds_presets_overrides_and_yaml_strings():
     assert Recipe.from_dict(r.to_dict()) == r
 
 
-@pytest.mark.parametrize("config, key", [
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "learning_rate": 0.1}, "learning_rate"),
-    ({"batch_size": 8, "lr": 0.1}, "epochs"),
-    ({"epochs": 0, "batch_size": 8, "lr": 0.1}, "epochs"),
-    ({"epochs": 2.5, "batch_size": 8, "lr": 0.1}, "epochs"),
-    ({"epochs": 1, "batch_size": True, "lr": 0.1}, "batch_size"),
-    ({"epochs": 1, "batch_size": 8, "lr": "fast"}, "lr"),
-    ({"epochs": 1, "batch_size": 8, "lr": -1}, "lr"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "momentum": 1.5}, "momentum"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": True}, "nesterov"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": "yes", "momentum": 0.9}, "nesterov"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "weight_decay": -1}, "weight_decay"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "schedule": "linear"}, "schedule"),
-    ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": [5, 3]}, "milestones"),
-    ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": 5}, "milestones"),
-    ({"epochs": 9, "batch_size": 8, "lr": 0.1, "schedule": "cosine", "milestones": [3]}, "milestones"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "gamma": 0}, "gamma"),
-    ({"epochs": 1, "batch_size": 8, "lr": 0.1, "augment": 1}, "augment"),
-    ({"preset": "optunet_cifar"}, "preset"),
-    ({"preset": "optunet_mnist", "lr": "x"}, "lr"),
-])
+@pytest.mark.parametrize(
+    "config, key",
+    [
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "learning_rate": 0.1}, "learning_rate"),
+        ({"batch_size": 8, "lr": 0.1}, "epochs"),
+        ({"epochs": 0, "batch_size": 8, "lr": 0.1}, "epochs"),
+        ({"epochs": 2.5, "batch_size": 8, "lr": 0.1}, "epochs"),
+        ({"epochs": 1, "batch_size": True, "lr": 0.1}, "batch_size"),
+        ({"epochs": 1, "batch_size": 8, "lr": "fast"}, "lr"),
+        ({"epochs": 1, "batch_size": 8, "lr": -1}, "lr"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "momentum": 1.5}, "momentum"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": True}, "nesterov"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": "yes", "momentum": 0.9}, "nesterov"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "weight_decay": -1}, "weight_decay"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "schedule": "linear"}, "schedule"),
+        ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": [5, 3]}, "milestones"),
+        ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": 5}, "milestones"),
+        (
+            {"epochs": 9, "batch_size": 8, "lr": 0.1, "schedule": "cosine", "milestones": [3]},
+            "milestones",
+        ),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "gamma": 0}, "gamma"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "augment": 1}, "augment"),
+        ({"preset": "optunet_cifar"}, "preset"),
+        ({"preset": "optunet_mnist", "lr": "x"}, "lr"),
+    ],
+)
 def test_recipe_errors_name_the_key(config, key):
     with pytest.raises(ValueError, match=repr(key)):
         Recipe.from_dict(config)
 
 
-@pytest.mark.parametrize("recipe", [OPTUNET_MNIST, RESNET18_CIFAR100,
-                                    Recipe(epochs=12, batch_size=8, lr=0.1, schedule="cosine")])
+@pytest.mark.parametrize(
+    "recipe",
+    [OPTUNET_MNIST, RESNET18_CIFAR100, Recipe(epochs=12, batch_size=8, lr=0.1, schedule="cosine")],
+)
 def test_schedule_matches_torch_schedulers(recipe):
     param = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([param], lr=recipe.lr)
@@ -109,12 +132,20 @@ def test_schedule_matches_torch_schedulers(recipe):
 
 
 def test_optunet_schedule_values():
-    assert [OPTUNET_MNIST.lr_at(e) for e in (0, 14, 15, 29, 30, 59)] == [0.04, 0.04, 0.02, 0.02, 0.01, 0.01]
+    assert [OPTUNET_MNIST.lr_at(e) for e in (0, 14, 15, 29, 30, 59)] == [
+        0.04,
+        0.04,
+        0.02,
+        0.02,
+        0.01,
+        0.01,
+    ]
     with pytest.raises(ValueError):
         OPTUNET_MNIST.lr_at(60)
 
 
 # ---------------------------------------------------------------- seeding and data order
+
 
 def test_seeded_models_ignore_and_keep_the_global_rng():
     torch.manual_seed(123)
@@ -142,8 +173,11 @@ def test_init_draws_pytorch_default_ranges():
 
 
 def test_streams_are_distinct_and_reproducible():
-    draws = {(s, stream): torch.rand(4, generator=seed_generator(s, stream))
-             for s in (0, 1) for stream in ("init", "order")}
+    draws = {
+        (s, stream): torch.rand(4, generator=seed_generator(s, stream))
+        for s in (0, 1)
+        for stream in ("init", "order")
+    }
     assert len({tuple(v.tolist()) for v in draws.values()}) == 4
     assert torch.equal(draws[(1, "order")], torch.rand(4, generator=seed_generator(1, "order")))
     with pytest.raises(ValueError):
@@ -165,24 +199,47 @@ def test_augment_crops_and_flips_within_the_padded_image():
     assert out.shape == images.shape and out.dtype == torch.uint8 and torch.equal(out, again)
     padded = F.pad(images, (2, 2, 2, 2))
     for b in range(2):  # every output is some crop of the padded image, maybe mirrored
-        crops = [padded[b, :, i:i + 6, j:j + 6] for i in range(5) for j in range(5)]
+        crops = [padded[b, :, i : i + 6, j : j + 6] for i in range(5) for j in range(5)]
         assert any(torch.equal(out[b], c) or torch.equal(out[b], c.flip(-1)) for c in crops)
     unpadded = augment_crop_flip(images, torch.Generator().manual_seed(1), padding=0)
-    assert all(torch.equal(unpadded[b], images[b]) or torch.equal(unpadded[b], images[b].flip(-1)) for b in range(2))
+    assert all(
+        torch.equal(unpadded[b], images[b]) or torch.equal(unpadded[b], images[b].flip(-1))
+        for b in range(2)
+    )
 
 
 # ---------------------------------------------------------------- the stacked OptuNet
 
+
 def _stack(models):
     names = [name for name, _ in models[0].named_parameters()]
-    return {name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]) for name in names}
+    return {
+        name: torch.stack([dict(m.named_parameters())[name].detach() for m in models])
+        for name in names
+    }
 
 
-@pytest.mark.parametrize("spec, channels, size", [
-    (OPTUNET, 1, 28),
-    ({"name": "optunet", "in_channels": 3, "conv1_channels": 4, "conv2_channels": 6, "kernel1": 3,
-      "kernel2": 3, "groups": 2, "pool": 2, "hidden": 5}, 3, 21),
-])
+@pytest.mark.parametrize(
+    "spec, channels, size",
+    [
+        (OPTUNET, 1, 28),
+        (
+            {
+                "name": "optunet",
+                "in_channels": 3,
+                "conv1_channels": 4,
+                "conv2_channels": 6,
+                "kernel1": 3,
+                "kernel2": 3,
+                "groups": 2,
+                "pool": 2,
+                "hidden": 5,
+            },
+            3,
+            21,
+        ),
+    ],
+)
 def test_stacked_optunet_is_the_module_function(spec, channels, size):
     data = stripes(40, 0, size=size, channels=channels)
     models = [build_seeded_model(spec, s) for s in range(3)]
@@ -194,7 +251,11 @@ def test_stacked_optunet_is_the_module_function(spec, channels, size):
     idx = torch.randint(0, len(data), (3, 16), generator=torch.Generator().manual_seed(0))
     params = {n: p.clone().requires_grad_() for n, p in _stack(models).items()}
     logits = net.forward(params, net.inputs(idx))
-    losses = F.cross_entropy(logits.flatten(0, 1), data.labels[idx].flatten(), reduction="none").view(3, -1).mean(1)
+    losses = (
+        F.cross_entropy(logits.flatten(0, 1), data.labels[idx].flatten(), reduction="none")
+        .view(3, -1)
+        .mean(1)
+    )
     grads = torch.autograd.grad(losses.sum(), list(params.values()))
     for k, model in enumerate(models):
         x = data.normalize(data.images[idx[k]])
@@ -223,8 +284,11 @@ def test_pool_relu_matches_max_pool_with_ties():
 
 # ---------------------------------------------------------------- SGD
 
-@pytest.mark.parametrize("momentum, nesterov, weight_decay",
-                         [(0, False, 0), (0, False, 2e-4), (0.9, False, 5e-4), (0.9, True, 5e-4)])
+
+@pytest.mark.parametrize(
+    "momentum, nesterov, weight_decay",
+    [(0, False, 0), (0, False, 2e-4), (0.9, False, 5e-4), (0.9, True, 5e-4)],
+)
 def test_stacked_sgd_is_torch_sgd(momentum, nesterov, weight_decay):
     g = torch.Generator().manual_seed(0)
     shapes = {"w": (10, 3), "b": (7,), "conv": (2, 1, 4, 4)}
@@ -236,7 +300,9 @@ def test_stacked_sgd_is_torch_sgd(momentum, nesterov, weight_decay):
         optimizer.step(grads, lr=0.1)
     for k in range(3):
         params = [torch.nn.Parameter(start[n][k].clone()) for n in shapes]
-        reference = torch.optim.SGD(params, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay)
+        reference = torch.optim.SGD(
+            params, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay
+        )
         for grads in steps:
             for p, n in zip(params, shapes):
                 p.grad = grads[n][k].clone()
@@ -247,12 +313,16 @@ def test_stacked_sgd_is_torch_sgd(momentum, nesterov, weight_decay):
 
 # ---------------------------------------------------------------- trainers
 
+
 def _equal_states(a: dict, b: dict, rows_a=slice(None), rows_b=slice(None)) -> bool:
     return all(torch.equal(a[n][rows_a], b[n][rows_b]) for n in a)
 
 
-@pytest.mark.parametrize("spec, threads", [(OPTUNET, 1), (MLP, 1), (OPTUNET, 2)],
-                         ids=["optunet-1-thread", "mlp-1-thread", "optunet-2-threads"])
+@pytest.mark.parametrize(
+    "spec, threads",
+    [(OPTUNET, 1), (MLP, 1), (OPTUNET, 2)],
+    ids=["optunet-1-thread", "mlp-1-thread", "optunet-2-threads"],
+)
 def test_a_seed_trains_the_same_alone_or_in_a_batch(spec, threads):
     # bit for bit on the CPU, whatever the seed's position in the stack, the chunking of the
     # stack, or the number of threads (two threads: fewer runs, they crawl on a busy machine)
@@ -278,7 +348,9 @@ def test_loop_and_batched_trainers_agree():
         # same updates, different float summation order (conv/linear kernels vs matmuls):
         # 14 steps leave differences of about one float32 ulp of O(1) weights (1e-7 seen)
         for name in loop.state:
-            torch.testing.assert_close(batched.state[name], loop.state[name], rtol=0, atol=1e-5, msg=name)
+            torch.testing.assert_close(
+                batched.state[name], loop.state[name], rtol=0, atol=1e-5, msg=name
+            )
         np.testing.assert_allclose(batched.train_loss, loop.train_loss, rtol=1e-5)
 
 
@@ -302,7 +374,10 @@ def test_train_seeds_result_layout_and_learning():
     reference = build_model(OPTUNET).state_dict()
     assert result.state.keys() == reference.keys()
     for name, tensor in reference.items():
-        assert result.state[name].shape == (6, *tensor.shape) and result.state[name].device.type == "cpu"
+        assert (
+            result.state[name].shape == (6, *tensor.shape)
+            and result.state[name].device.type == "cpu"
+        )
     assert result.test_accuracy.shape == result.train_loss.shape == (6,)
     assert result.seeds.tolist() == list(range(6))
     # horizontal vs vertical stripes: chance is about 0.5. Like the paper's OptuNet runs, a seed
@@ -312,13 +387,17 @@ def test_train_seeds_result_layout_and_learning():
     model = build_model(OPTUNET)
     model.load_state_dict({n: t[0] for n, t in result.state.items()})
     with torch.no_grad():
-        accuracy = (model(test.normalize(test.images)).argmax(1) == test.labels).double().mean().item()
+        accuracy = (
+            (model(test.normalize(test.images)).argmax(1) == test.labels).double().mean().item()
+        )
     assert accuracy == result.test_accuracy[0]
 
 
 def test_models_with_buffers_take_the_loop():
     data = stripes(8, 0, size=16, channels=3)
-    recipe = Recipe(epochs=1, batch_size=4, lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4, augment=True)
+    recipe = Recipe(
+        epochs=1, batch_size=4, lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4, augment=True
+    )
     spec = {"name": "resnet18", "num_classes": 10}
     batched = train_seeds(spec, recipe, data, data, [0], batched=True)
     loop = train_seeds(spec, recipe, data, data, [0], batched=False)

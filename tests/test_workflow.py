@@ -9,11 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
+from conftest import TINY_ANALYSES, tiny_experiment, workflow_config
 
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
-
-from conftest import TINY_ANALYSES, tiny_experiment, workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -22,9 +21,16 @@ pytestmark = pytest.mark.slow
 
 # Every method, cut down to seconds: 2 samples per variant, 2 modes, a pool of 2 networks.
 TINY_METHODS = {
-    "n_samples": 2, "modes": 2, "pool": 2, "first_seed": 1000,
-    "dropout": {"rate": 0.2}, "bnn": {"elbo_samples": 1}, "sghmc": {"burn_in_epochs": 0, "thinning_steps": 2},
-    "swag": {"epochs": 1, "snapshots": 2, "rank": 1}, "laplace": {"prior_precision": 1.0}, "de": {},
+    "n_samples": 2,
+    "modes": 2,
+    "pool": 2,
+    "first_seed": 1000,
+    "dropout": {"rate": 0.2},
+    "bnn": {"elbo_samples": 1},
+    "sghmc": {"burn_in_epochs": 0, "thinning_steps": 2},
+    "swag": {"epochs": 1, "snapshots": 2, "rank": 1},
+    "laplace": {"prior_precision": 1.0},
+    "de": {},
 }
 
 
@@ -36,16 +42,29 @@ def tiny_config(methods=True):
         return workflow_config({"tiny": tiny})
     tiny["methods"] = TINY_METHODS
     tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5, "vi_samples": 4}
-    tiny["symmetrised_vi"] = {"hidden": 3, "steps": 40, "seeds": [0], "target_runs": 4, "target_epochs": 2,
-                              "mmd_samples": 4, "eval_samples": 16, "n_test": 100}
+    tiny["symmetrised_vi"] = {
+        "hidden": 3,
+        "steps": 40,
+        "seeds": [0],
+        "target_runs": 4,
+        "target_epochs": 2,
+        "mmd_samples": 4,
+        "eval_samples": 16,
+        "n_test": 100,
+    }
     return workflow_config({"tiny": tiny}, TINY_ANALYSES)
 
 
 def snakemake(workdir, *args, check=True):
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
+        capture_output=True,
+        text=True,
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -62,14 +81,27 @@ def test_workflow_builds_the_posterior_and_report(finished_run):
     store = open_store(results / "posterior" / "target.zarr")
     assert store.n_samples == 4
     assert list(store.info("seed")) == [0, 1, 2, 3]
-    assert store.attrs["experiment"] == "tiny" and store.attrs["architecture"] == {"name": "optunet"}
+    assert store.attrs["experiment"] == "tiny" and store.attrs["architecture"] == {
+        "name": "optunet"
+    }
     store.validate()
     summary = pl.read_parquet(results / "mmd" / "deep_ensembles" / "summary.parquet")
     assert summary["n_target"][0] == 2 and summary["n_members"][0] == 2
-    assert summary["mmd"][0] >= -1 and summary["ns_mmd"][0] >= -1 and summary["mmd"][0] != summary["ns_mmd"][0]
-    for name in ("posterior_training.csv", "posterior_training.md", "posterior_store.md", "posterior_samples.csv"):
+    assert (
+        summary["mmd"][0] >= -1
+        and summary["ns_mmd"][0] >= -1
+        and summary["mmd"][0] != summary["ns_mmd"][0]
+    )
+    for name in (
+        "posterior_training.csv",
+        "posterior_training.md",
+        "posterior_store.md",
+        "posterior_samples.csv",
+    ):
         assert (results / "report" / name).stat().st_size > 0
-    assert "| n_samples" in (results / "report" / "posterior_training.md").read_text().replace(" n_samples", "| n_samples")
+    assert "| n_samples" in (results / "report" / "posterior_training.md").read_text().replace(
+        " n_samples", "| n_samples"
+    )
     for shard in ("000", "001"):
         assert (results / "logs" / "train_shard" / f"{shard}.log").exists()
         assert (results / "benchmarks" / "train_shard" / f"{shard}.tsv").exists()
@@ -93,17 +125,28 @@ def test_rerunning_one_shard_keeps_the_others(finished_run, tmp_path):
     shutil.copytree(finished_run, workdir, symlinks=True)
     shard_dir = workdir / "results" / "tiny" / "posterior" / "shards"
     before = open_store(shard_dir / "000.zarr").read("conv1.weight")
-    snakemake(workdir, "--forcerun", "train_shard", "--allowed-rules", "train_shard",
-              str(shard_dir.relative_to(workdir) / "001.zarr"))
+    snakemake(
+        workdir,
+        "--forcerun",
+        "train_shard",
+        "--allowed-rules",
+        "train_shard",
+        str(shard_dir.relative_to(workdir) / "001.zarr"),
+    )
     assert np.array_equal(open_store(shard_dir / "000.zarr").read("conv1.weight"), before)
     # Same seeds, same weights: the retrained shard is identical.
     again = open_store(shard_dir / "001.zarr").read("conv1.weight")
-    assert np.array_equal(again, open_store(finished_run / "results/tiny/posterior/shards/001.zarr").read("conv1.weight"))
+    assert np.array_equal(
+        again,
+        open_store(finished_run / "results/tiny/posterior/shards/001.zarr").read("conv1.weight"),
+    )
 
 
 def test_every_method_samples_predicts_and_is_tabulated(finished_run):
     results = finished_run / "results" / "tiny"
-    pairs = [(m, v) for m in ("dropout", "bnn", "sghmc", "swag", "laplace") for v in ("single", "multi")]
+    pairs = [
+        (m, v) for m in ("dropout", "bnn", "sghmc", "swag", "laplace") for v in ("single", "multi")
+    ]
     pairs.append(("de", "multi"))
     target = open_store(results / "posterior" / "target.zarr")
     for method, variant in pairs:
@@ -115,12 +158,27 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
         modes = sorted(set(samples.info("mode_index")))
         assert modes == ([0] if variant == "single" else [0, 1]), (method, variant)
         predictions = open_predictions(folder / "predictions.zarr")
-        assert predictions.read("test").shape == (2, 200, 10) and predictions.read("ood").shape == (2, 50, 10)
+        assert predictions.read("test").shape == (2, 200, 10) and predictions.read("ood").shape == (
+            2,
+            50,
+            10,
+        )
         assert (results / "mmd" / method / variant / "summary.parquet").exists()
     table1 = pl.read_parquet(results / "report" / "table1.parquet")
     assert table1.height == len(pairs)
-    assert table1.columns == ["group", "method", "MMD", "NS MMD", "Acc", "ECE", "Brier", "AUPR", "FPR95",
-                              "IDMI", "OODMI"]
+    assert table1.columns == [
+        "group",
+        "method",
+        "MMD",
+        "NS MMD",
+        "Acc",
+        "ECE",
+        "Brier",
+        "AUPR",
+        "FPR95",
+        "IDMI",
+        "OODMI",
+    ]
     assert table1.filter(pl.col("group") == "one mode").height == 5
     assert table1.null_count().sum_horizontal()[0] == 0
     assert "\\toprule" in (results / "report" / "table1.tex").read_text()
@@ -133,12 +191,27 @@ def test_report_holds_every_table_and_figure(finished_run):
     snakemake(finished_run, "--report", "report.html")
     html = (finished_run / "report.html").read_text()
     results = finished_run / "results"
-    tiny = ("posterior_training.html", "minmass.png", "mmd_deep_ensembles.html", "collapse.png", "collapse.html",
-            "table1.html", "table2.html", "findings.html", "permutation_frequency.png",
-            "permutation_frequency_summary.html", "alignment_barrier.html", "alignment_interpolation.png",
-            "symmetrised_vi.html", "variational_alignment.html", "variational_alignment.png")
+    tiny = (
+        "posterior_training.html",
+        "minmass.png",
+        "mmd_deep_ensembles.html",
+        "collapse.png",
+        "collapse.html",
+        "table1.html",
+        "table2.html",
+        "findings.html",
+        "permutation_frequency.png",
+        "permutation_frequency_summary.html",
+        "alignment_barrier.html",
+        "alignment_interpolation.png",
+        "symmetrised_vi.html",
+        "variational_alignment.html",
+        "variational_alignment.png",
+    )
     shared = ("toy_posterior.png", "toy_summary.html", "marginals.png", "marginals_summary.html")
-    for path in [results / "tiny" / "report" / n for n in tiny] + [results / "analyses" / "report" / n for n in shared]:
+    for path in [results / "tiny" / "report" / n for n in tiny] + [
+        results / "analyses" / "report" / n for n in shared
+    ]:
         assert base64.b64encode(path.read_bytes()).decode() in html, path.name
     for caption in ("Table 1 of the paper for experiment tiny", "Functional collapse in tiny"):
         assert caption in html
@@ -149,7 +222,11 @@ def planned_outputs(workdir):
     rows = [line.split("\t") for line in snakemake(workdir, "--summary").stdout.splitlines()]
     header = rows[0]
     rule, plan = header.index("rule"), header.index("plan")
-    return {(row[rule], row[0]) for row in rows[1:] if len(row) == len(header) and row[plan] == "update pending"}
+    return {
+        (row[rule], row[0])
+        for row in rows[1:]
+        if len(row) == len(header) and row[plan] == "update pending"
+    }
 
 
 def test_editing_one_method_reruns_only_its_chain(finished_run, tmp_path):
@@ -161,8 +238,14 @@ def test_editing_one_method_reruns_only_its_chain(finished_run, tmp_path):
     planned = planned_outputs(workdir)
     chain = {(rule, path) for rule, path in planned if "/dropout/" in path}
     rest = planned - chain
-    assert {rule for rule, _ in chain} == {"sample", "gather_samples", "predict", "canonicalize_samples",
-                                            "mmd_method", "metrics"}
+    assert {rule for rule, _ in chain} == {
+        "sample",
+        "gather_samples",
+        "predict",
+        "canonicalize_samples",
+        "mmd_method",
+        "metrics",
+    }
     for variant in ("single", "multi"):
         assert ("predict", f"results/tiny/methods/dropout/{variant}/predictions.zarr") in chain
         assert ("mmd_method", f"results/tiny/mmd/dropout/{variant}/summary.parquet") in chain
@@ -181,7 +264,9 @@ def test_bad_config_stops_before_any_job(tmp_path):
 
 
 def test_lint_is_clean():
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(REPO), "--lint"], capture_output=True, text=True)
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(REPO), "--lint"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Lints for" not in result.stdout + result.stderr
 
@@ -195,8 +280,12 @@ def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
     config["experiments"]["tiny"]["recipe"]["epochs"] = 2
     config["experiments"]["tiny"]["data"]["train_limit"] = 1000
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    process = subprocess.Popen([*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     logs = tmp_path / "results" / "tiny" / "logs" / "train_shard"
     deadline = time.time() + 120
     while not (logs.exists() and any(logs.iterdir())) and time.time() < deadline:

@@ -14,13 +14,24 @@ with log_to(snakemake.log[0]):
     store = snakemake.input.store
     row_a, row_b = converged_pair(store)
     options = snakemake.params.alignment
-    curves, barriers = store_barriers(store, store, row_a=row_a, row_b=row_b, data_root=snakemake.params.data_root,
-                                      splits=tuple(options["splits"]), points=options["points"],
-                                      bn_batches=options["bn_batches"], max_sweeps=options["max_sweeps"])
+    curves, barriers = store_barriers(
+        store,
+        store,
+        row_a=row_a,
+        row_b=row_b,
+        data_root=snakemake.params.data_root,
+        splits=tuple(options["splits"]),
+        points=options["points"],
+        bn_batches=options["bn_batches"],
+        max_sweeps=options["max_sweeps"],
+    )
     barriers = barriers.with_columns(row_a=row_a, row_b=row_b)
     write_table(curves, snakemake.output.curves)
     write_table(barriers, snakemake.output.table)
     write_table(barriers, snakemake.output.html)
-    interpolation_figure(curves, snakemake.output.figure,
-                         title=f"{snakemake.wildcards.experiment}: target networks {row_a} and {row_b}")
+    interpolation_figure(
+        curves,
+        snakemake.output.figure,
+        title=f"{snakemake.wildcards.experiment}: target networks {row_a} and {row_b}",
+    )
     print(barriers)

@@ -8,10 +8,17 @@ from symbnn.runlog import log_to
 
 with log_to(snakemake.log[0]):
     rows = converged_rows(snakemake.input.store)
-    pairs = pairwise_mi(snakemake.input.predictions, rows, snakemake.params.pairs, snakemake.params.seed)
+    pairs = pairwise_mi(
+        snakemake.input.predictions, rows, snakemake.params.pairs, snakemake.params.seed
+    )
     summary = collapse_summary(pairs)
     write_table(pairs, snakemake.output.pairs)
     write_table(summary, snakemake.output.summary_md)
     write_table(summary, snakemake.output.summary_html)
-    collapse_figure(pairs, summary, snakemake.output.figure, title=f"{snakemake.wildcards.experiment}: functional collapse")
+    collapse_figure(
+        pairs,
+        summary,
+        snakemake.output.figure,
+        title=f"{snakemake.wildcards.experiment}: functional collapse",
+    )
     print(summary)

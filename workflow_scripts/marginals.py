@@ -15,7 +15,11 @@ with log_to(snakemake.log[0]):
     write_table(result.summary, snakemake.output.summary_md)
     write_table(result.summary, snakemake.output.summary_html)
     inputs = result.stages["trained"]["layers.0.weight"].shape[-1]  # (networks, units, inputs)
-    marginals_figure(result, snakemake.output.figure, units=settings.plot_units,
-                     title=f"{settings.n_networks} MLPs {[inputs, *settings.hidden, 1]} on {settings.dataset}: "
-                           f"marginals of {settings.plot_units} units per layer")
+    marginals_figure(
+        result,
+        snakemake.output.figure,
+        units=settings.plot_units,
+        title=f"{settings.n_networks} MLPs {[inputs, *settings.hidden, 1]} on {settings.dataset}: "
+        f"marginals of {settings.plot_units} units per layer",
+    )
     print(result.summary)

@@ -5,6 +5,8 @@ from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
 
 with log_to(snakemake.log[0]):
-    row = metrics_row(snakemake.input.predictions, score=snakemake.params.score, bins=snakemake.params.bins)
+    row = metrics_row(
+        snakemake.input.predictions, score=snakemake.params.score, bins=snakemake.params.bins
+    )
     write_table(row, snakemake.output.row)
     print(row)

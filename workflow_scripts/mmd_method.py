@@ -8,7 +8,9 @@ with log_to(snakemake.log[0]):
     per_layer, summary = method_mmd(
         (snakemake.input.target, snakemake.input.target_canonical),
         (snakemake.input.samples, snakemake.input.samples_canonical),
-        pvalue=snakemake.params.pvalue, seed=snakemake.params.seed, device=snakemake.params.device,
+        pvalue=snakemake.params.pvalue,
+        seed=snakemake.params.seed,
+        device=snakemake.params.device,
     )
     write_table(per_layer, snakemake.output.per_layer)
     write_table(summary, snakemake.output.summary)

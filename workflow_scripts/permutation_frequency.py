@@ -21,7 +21,9 @@ with log_to(snakemake.log[0]):
     experiment = snakemake.wildcards.experiment
     settings = FrequencySettings.from_dict(snakemake.params.settings)
     recipe = settings.recipe(snakemake.params.recipe)
-    train, _ = load_in_distribution(snakemake.params.data, snakemake.params.data_root, snakemake.params.download)
+    train, _ = load_in_distribution(
+        snakemake.params.data, snakemake.params.data_root, snakemake.params.download
+    )
     device = resolve_device(snakemake.params.device)
     table, permutations = run_frequency(snakemake.params.model, recipe, train, settings, device)
     write_table(table, snakemake.output.table)
@@ -30,7 +32,11 @@ with log_to(snakemake.log[0]):
     counts = summary(table, milestones)
     write_table(counts, snakemake.output.summary_md)
     write_table(counts, snakemake.output.summary_html)
-    frequency_figure(mean_tau(table), milestones, snakemake.output.figure,
-                     title=f"{experiment}: {settings.runs} runs, {recipe.epochs} epochs, "
-                           f"snapshots every {settings.every_k_steps} steps")
+    frequency_figure(
+        mean_tau(table),
+        milestones,
+        snakemake.output.figure,
+        title=f"{experiment}: {settings.runs} runs, {recipe.epochs} epochs, "
+        f"snapshots every {settings.every_k_steps} steps",
+    )
     print(counts)

@@ -13,11 +13,14 @@ torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     options = snakemake.params.alignment
-    curves = symvi.variational_alignment_curves(snakemake.params.settings, points=options["points"],
-                                                samples=options["vi_samples"])
+    curves = symvi.variational_alignment_curves(
+        snakemake.params.settings, points=options["points"], samples=options["vi_samples"]
+    )
     barriers = barrier_table(curves)
     write_table(curves, snakemake.output.curves)
     write_table(barriers, snakemake.output.table)
     write_table(barriers, snakemake.output.html)
-    interpolation_figure(curves, snakemake.output.figure, title="mean-field VI, two-Gaussian MLP task")
+    interpolation_figure(
+        curves, snakemake.output.figure, title="mean-field VI, two-Gaussian MLP task"
+    )
     print(barriers)

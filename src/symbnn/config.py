@@ -64,7 +64,9 @@ def check_semantics(config: dict[str, Any], source: str = "config") -> None:
         check_methods(experiment, f"{source}: experiments.{name}")
         milestones = experiment["recipe"].get("milestones", [])
         if sorted(milestones) != list(milestones):
-            raise ConfigError(f"{source}: experiments.{name}.recipe.milestones must be increasing: {milestones}")
+            raise ConfigError(
+                f"{source}: experiments.{name}.recipe.milestones must be increasing: {milestones}"
+            )
 
 
 def check_methods(experiment: dict[str, Any], where: str) -> None:
@@ -74,20 +76,30 @@ def check_methods(experiment: dict[str, Any], where: str) -> None:
     if methods is None:
         return
     posterior = experiment["posterior"]
-    target = range(posterior.get("first_seed", 0), posterior.get("first_seed", 0) + posterior["n_samples"])
+    target = range(
+        posterior.get("first_seed", 0), posterior.get("first_seed", 0) + posterior["n_samples"]
+    )
     pool_first = methods.get("first_seed", 1_000_000)
     pool = range(pool_first, pool_first + methods["pool"])
     if pool.start < target.stop and target.start < pool.stop:
-        raise ConfigError(f"{where}.methods.first_seed: the pool's seeds {pool.start}..{pool.stop - 1} "
-                          f"overlap the target posterior's {target.start}..{target.stop - 1}")
+        raise ConfigError(
+            f"{where}.methods.first_seed: the pool's seeds {pool.start}..{pool.stop - 1} "
+            f"overlap the target posterior's {target.start}..{target.stop - 1}"
+        )
     if methods["modes"] > methods["pool"]:
-        raise ConfigError(f"{where}.methods.modes ({methods['modes']}) exceeds methods.pool ({methods['pool']})")
+        raise ConfigError(
+            f"{where}.methods.modes ({methods['modes']}) exceeds methods.pool ({methods['pool']})"
+        )
     if methods["n_samples"] < methods["modes"]:
-        raise ConfigError(f"{where}.methods.n_samples ({methods['n_samples']}) is below methods.modes "
-                          f"({methods['modes']}): every mode needs a sample")
+        raise ConfigError(
+            f"{where}.methods.n_samples ({methods['n_samples']}) is below methods.modes "
+            f"({methods['modes']}): every mode needs a sample"
+        )
     if "de" in methods and methods["n_samples"] > methods["pool"]:
-        raise ConfigError(f"{where}.methods.n_samples ({methods['n_samples']}) exceeds methods.pool "
-                          f"({methods['pool']}): Deep Ensembles take one pool network per sample")
+        raise ConfigError(
+            f"{where}.methods.n_samples ({methods['n_samples']}) exceeds methods.pool "
+            f"({methods['pool']}): Deep Ensembles take one pool network per sample"
+        )
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -53,6 +53,7 @@ BLOCK_ELEMENTS = 2**22
 
 # ----------------------------------------------------------------------------------- inputs
 
+
 def _is_torch(x: Any) -> bool:
     return isinstance(x, torch.Tensor)
 
@@ -95,7 +96,9 @@ def _shape(probs: Any, name: str, ndims: tuple[int, ...]) -> tuple[int, int, int
     shape = tuple(int(s) for s in probs.shape)
     if len(shape) not in ndims:
         want = " or ".join({2: "(N, C)", 3: "(K, N, C)"}[d] for d in ndims)
-        raise ValueError(f"predictions {name!r}: expected shape {want}, got {shape} ({len(shape)} dimensions)")
+        raise ValueError(
+            f"predictions {name!r}: expected shape {want}, got {shape} ({len(shape)} dimensions)"
+        )
     k, n, c = shape if len(shape) == 3 else (1, *shape)
     for size, axis in ((k, "members K"), (n, "inputs N"), (c, "classes C")):
         if size == 0:
@@ -115,9 +118,9 @@ def _raw_blocks(probs: Any, n: int, batch: int) -> Iterator[tuple[int, Any]]:
     """(start, (K, b, C) block in the stored dtype) over the input axis."""
     for start in range(0, n, batch):
         if len(probs.shape) == 3:
-            yield start, probs[:, start:start + batch]
+            yield start, probs[:, start : start + batch]
         else:
-            yield start, probs[start:start + batch][None]
+            yield start, probs[start : start + batch][None]
 
 
 def _check_block(block: torch.Tensor, start: int, atol: float, worst: dict) -> None:
@@ -142,8 +145,13 @@ def _where(member: int, row: int, k3: bool) -> str:
     return f"member {member}, input {row}" if k3 else f"input {row}"
 
 
-def check_probabilities(probs: Any, name: str = "probs", *, ndim: int | tuple[int, ...] = (2, 3),
-                        batch: int | None = None) -> tuple[int, int, int]:
+def check_probabilities(
+    probs: Any,
+    name: str = "probs",
+    *,
+    ndim: int | tuple[int, ...] = (2, 3),
+    batch: int | None = None,
+) -> tuple[int, int, int]:
     """Validate class probabilities of shape (K, N, C) (or (N, C) where ``ndim`` allows it) and
     return (K, N, C), K = 1 for (N, C). Raises ValueError naming the array ``name`` when the
     dimensions are wrong or empty, a value is NaN/inf or negative, or a row does not sum to 1
@@ -163,20 +171,28 @@ def check_probabilities(probs: Any, name: str = "probs", *, ndim: int | tuple[in
             try:
                 block = _to_float64(raw)
             except TypeError as exc:
-                raise ValueError(f"predictions {name!r}: probabilities must be real numbers, got {exc}") from None
+                raise ValueError(
+                    f"predictions {name!r}: probabilities must be real numbers, got {exc}"
+                ) from None
             _check_block(block, start, atol, worst)
     if "nonfinite" in worst:
         value, member, row, col = worst["nonfinite"]
-        raise ValueError(f"predictions {name!r}: contains NaN or inf (first: {value} at "
-                         f"{_where(member, row, k3)}, class {col})")
+        raise ValueError(
+            f"predictions {name!r}: contains NaN or inf (first: {value} at "
+            f"{_where(member, row, k3)}, class {col})"
+        )
     if "negative" in worst:
         value, member, row, col = worst["negative"]
-        raise ValueError(f"predictions {name!r}: contains negative probabilities (most negative: {value:.3g} at "
-                         f"{_where(member, row, k3)}, class {col})")
+        raise ValueError(
+            f"predictions {name!r}: contains negative probabilities (most negative: {value:.3g} at "
+            f"{_where(member, row, k3)}, class {col})"
+        )
     if "rowsum" in worst:
         off, member, row = worst["rowsum"]
-        raise ValueError(f"predictions {name!r}: rows must sum to 1 within {atol:g} (worst row off by {off:.3g}: "
-                         f"{_where(member, row, k3)})")
+        raise ValueError(
+            f"predictions {name!r}: rows must sum to 1 within {atol:g} (worst row off by {off:.3g}: "
+            f"{_where(member, row, k3)})"
+        )
     return k, n, c
 
 
@@ -200,18 +216,28 @@ def check_labels(labels: Any, n: int, num_classes: int, name: str = "probs") -> 
     y = y.to(torch.int64)
     if n and (int(y.min()) < 0 or int(y.max()) >= num_classes):
         bad = int(torch.nonzero((y < 0) | (y >= num_classes))[0])
-        raise ValueError(f"{what}: label {int(y[bad])} at input {bad} is outside [0, {num_classes})")
+        raise ValueError(
+            f"{what}: label {int(y[bad])} at input {bad} is outside [0, {num_classes})"
+        )
     return y
 
 
 # ----------------------------------------------------------------------------- per input
 
+
 def _entropy(p: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(-1)  # xlogy(0, 0) = 0
 
 
-def _per_input(probs: Any, name: str, want: set[str], *, ndim: tuple[int, ...],
-               labels: Any = None, batch: int | None = None) -> tuple[dict[str, torch.Tensor], int]:
+def _per_input(
+    probs: Any,
+    name: str,
+    want: set[str],
+    *,
+    ndim: tuple[int, ...],
+    labels: Any = None,
+    batch: int | None = None,
+) -> tuple[dict[str, torch.Tensor], int]:
     """Validate ``probs`` and return per-input float64 vectors (N,) for the quantities in
     ``want`` (conf, pred, correct, brier, entropy, mi) and C, in one pass over blocks."""
     probs = _lazy(probs)
@@ -233,7 +259,7 @@ def _per_input(probs: Any, name: str, want: set[str], *, ndim: tuple[int, ...],
             conf = p.gather(-1, pred[:, None])[:, 0]
             out = {"conf": conf, "pred": pred}
             if y is not None:
-                yb = y[start:start + p.shape[0]]
+                yb = y[start : start + p.shape[0]]
                 out["correct"] = (pred == yb).to(torch.float64)
                 onehot = torch.nn.functional.one_hot(yb, c).to(torch.float64)
                 out["brier"] = ((p - onehot) ** 2).sum(-1)
@@ -253,6 +279,7 @@ def _like(values: torch.Tensor, reference: Any) -> Any:
 
 # ------------------------------------------------------------------------------- metrics
 
+
 def accuracy(p: Any, y: Any, *, batch: int | None = None) -> float:
     """Top-1 accuracy of the predictive. ``p`` is (N, C) (a predictive) or (K, N, C) (an
     ensemble, averaged over K); ``y`` the (N,) integer labels."""
@@ -265,7 +292,9 @@ def _ece_from(conf: torch.Tensor, correct: torch.Tensor, bins: int) -> float:
     # searchsorted (left) gives i with edges[i-1] < conf <= edges[i]: bins (lo, hi]; conf 0 -> i = 0
     # joins the first bin, and rounding above 1 joins the last.
     index = (torch.searchsorted(edges, conf) - 1).clamp(0, bins - 1)
-    gap = torch.zeros(bins, dtype=torch.float64, device=conf.device).index_add_(0, index, correct - conf)
+    gap = torch.zeros(bins, dtype=torch.float64, device=conf.device).index_add_(
+        0, index, correct - conf
+    )
     # sum_b |B_b|/N |acc_b - conf_b| = sum_b |sum_{i in b} (correct_i - conf_i)| / N
     return float(gap.abs().sum() / conf.numel())
 
@@ -364,9 +393,16 @@ def fpr_at_95(score_in: Any, score_out: Any) -> float:
     return float((s_in >= threshold).to(torch.float64).mean())
 
 
-def uncertainty_metrics(probs_in: Any, labels: Any, probs_out: Any, score: str = "msp", *,
-                        bins: int = DEFAULT_BINS, batch: int | None = None,
-                        names: tuple[str, str] = ("in", "out")) -> dict[str, float]:
+def uncertainty_metrics(
+    probs_in: Any,
+    labels: Any,
+    probs_out: Any,
+    score: str = "msp",
+    *,
+    bins: int = DEFAULT_BINS,
+    batch: int | None = None,
+    names: tuple[str, str] = ("in", "out"),
+) -> dict[str, float]:
     """All metrics of an ensemble: ``probs_in`` (K, N, C) on the in-distribution test set with
     (N,) ``labels``, ``probs_out`` (K, M, C) on the OOD set, OOD ``score`` "msp", "entropy" or
     "mi". Returns accuracy, ece, brier, aupr, fpr95, idmi, oodmi (MI in nats) as floats. ``names``
@@ -379,10 +415,18 @@ def uncertainty_metrics(probs_in: Any, labels: Any, probs_out: Any, score: str =
     k_in, _, c_in = _shape(probs_in, name_in, (3,))
     k_out, _, c_out = _shape(probs_out, name_out, (3,))
     if (k_out, c_out) != (k_in, c_in):
-        raise ValueError(f"predictions {name_out!r}: {k_out} members and {c_out} classes, but {name_in!r} "
-                         f"has {k_in} and {c_in}")
-    s_in, _ = _per_input(probs_in, name_in, {"conf", "correct", "brier", "mi", key}, ndim=(3,),
-                         labels=labels, batch=batch)
+        raise ValueError(
+            f"predictions {name_out!r}: {k_out} members and {c_out} classes, but {name_in!r} "
+            f"has {k_in} and {c_in}"
+        )
+    s_in, _ = _per_input(
+        probs_in,
+        name_in,
+        {"conf", "correct", "brier", "mi", key},
+        ndim=(3,),
+        labels=labels,
+        batch=batch,
+    )
     s_out, _ = _per_input(probs_out, name_out, {"mi", key}, ndim=(3,), batch=batch)
     return {
         "accuracy": float(s_in["correct"].mean()),

@@ -31,23 +31,25 @@ SOLVERS = ("fast", "cvxpy")
 
 @dataclass
 class MinMassResult:
-    mass_before: torch.Tensor            # (n,) float64
-    mass_after: torch.Tensor             # (n,) float64, NaN for degenerate samples
-    scales: dict[str, torch.Tensor]      # variable scale group -> (n, width) optimal s
-    iterations: torch.Tensor             # (n,) sweeps (fast) or solver iterations (cvxpy)
-    converged: torch.Tensor              # (n,) bool
-    residual: torch.Tensor               # (n,) max |log(incoming / outgoing mass)| at the optimum
-    degenerate: torch.Tensor             # (n,) bool
-    state: dict[str, torch.Tensor] | None   # the min-mass networks (input dtype), if asked for
-    status: list[str] | None = None      # cvxpy status per sample
+    mass_before: torch.Tensor  # (n,) float64
+    mass_after: torch.Tensor  # (n,) float64, NaN for degenerate samples
+    scales: dict[str, torch.Tensor]  # variable scale group -> (n, width) optimal s
+    iterations: torch.Tensor  # (n,) sweeps (fast) or solver iterations (cvxpy)
+    converged: torch.Tensor  # (n,) bool
+    residual: torch.Tensor  # (n,) max |log(incoming / outgoing mass)| at the optimum
+    degenerate: torch.Tensor  # (n,) bool
+    state: dict[str, torch.Tensor] | None  # the min-mass networks (input dtype), if asked for
+    status: list[str] | None = None  # cvxpy status per sample
 
 
 def _describe_degenerate(problem: MassProblem, sample_offset: int) -> str:
     parts = []
     for name, side, zero in problem.degenerate_units():
         samples, units = zero.nonzero(as_tuple=True)
-        parts.append(f"{name}: unit(s) {sorted(set(units.tolist()))[:10]} of sample(s) "
-                     f"{sorted(set((samples + sample_offset).tolist()))[:10]} have no {side} weights")
+        parts.append(
+            f"{name}: unit(s) {sorted(set(units.tolist()))[:10]} of sample(s) "
+            f"{sorted(set((samples + sample_offset).tolist()))[:10]} have no {side} weights"
+        )
     return "; ".join(parts)
 
 
@@ -63,10 +65,19 @@ def _solve(problem: MassProblem, solver: str, tol: float, max_sweeps: int, solve
     return sol.s2, sol.iterations, sol.converged, problem.balance(sol.s2), sol.status
 
 
-def min_mass(state: Mapping[str, torch.Tensor], sym: Symmetry | dict[str, Any], *, solver: str = "fast",
-             tol: float = 1e-9, max_sweeps: int = 10_000, device: str | torch.device | None = None,
-             on_degenerate: str = "raise", return_state: bool = True,
-             solver_options: dict | None = None, sample_offset: int = 0) -> MinMassResult:
+def min_mass(
+    state: Mapping[str, torch.Tensor],
+    sym: Symmetry | dict[str, Any],
+    *,
+    solver: str = "fast",
+    tol: float = 1e-9,
+    max_sweeps: int = 10_000,
+    device: str | torch.device | None = None,
+    on_degenerate: str = "raise",
+    return_state: bool = True,
+    solver_options: dict | None = None,
+    sample_offset: int = 0,
+) -> MinMassResult:
     """Optimal scales of one network or a stack; the min-mass network computes the same function.
 
     ``solver_options`` go to the solver: ``relaxation`` for "fast" (see
@@ -74,12 +85,32 @@ def min_mass(state: Mapping[str, torch.Tensor], sym: Symmetry | dict[str, Any], 
     ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
     sym = unit_groups(sym) if isinstance(sym, dict) else sym
     with torch_threads_for(sum(state[t].numel() for t in sym.mass_tensors if t in state), device):
-        return _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return_state,
-                         solver_options, sample_offset)
+        return _min_mass(
+            state,
+            sym,
+            solver,
+            tol,
+            max_sweeps,
+            device,
+            on_degenerate,
+            return_state,
+            solver_options,
+            sample_offset,
+        )
 
 
-def _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return_state, solver_options,
-              sample_offset):
+def _min_mass(
+    state,
+    sym,
+    solver,
+    tol,
+    max_sweeps,
+    device,
+    on_degenerate,
+    return_state,
+    solver_options,
+    sample_offset,
+):
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if on_degenerate not in ("raise", "flag"):
@@ -91,8 +122,11 @@ def _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return
     dev = problem.device
     degenerate = problem.degenerate()
     if degenerate.any() and on_degenerate == "raise":
-        raise ValueError("degenerate min-mass problem (the minimum is not attained): "
-                         + _describe_degenerate(problem, sample_offset) + "; pass on_degenerate='flag' to skip such samples")
+        raise ValueError(
+            "degenerate min-mass problem (the minimum is not attained): "
+            + _describe_degenerate(problem, sample_offset)
+            + "; pass on_degenerate='flag' to skip such samples"
+        )
     good = (~degenerate).nonzero().flatten()
     nan = float("nan")
     s2 = [torch.full((n, w), nan, dtype=torch.float64, device=dev) for w in problem.widths]
@@ -102,7 +136,9 @@ def _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return
     status: list[str] | None = ["degenerate"] * n if solver == "cvxpy" else None
     if good.numel():
         sub = problem if good.numel() == n else problem.subset(good)
-        sub_s2, sub_it, sub_conv, sub_res, sub_status = _solve(sub, solver, tol, max_sweeps, solver_options or {})
+        sub_s2, sub_it, sub_conv, sub_res, sub_status = _solve(
+            sub, solver, tol, max_sweeps, solver_options or {}
+        )
         for v in range(len(s2)):
             s2[v][good] = sub_s2[v]
         iterations[good] = sub_it.to(dev)
@@ -117,8 +153,17 @@ def _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return
     if return_state:
         ones = {k: torch.where(torch.isnan(v), torch.ones_like(v), v) for k, v in scales.items()}
         scaled = unstack(apply_scales(stacked, sym, ones), single)
-    result = MinMassResult(problem.mass(), mass_after, scales, iterations, converged, residual,
-                           degenerate, scaled, status)
+    result = MinMassResult(
+        problem.mass(),
+        mass_after,
+        scales,
+        iterations,
+        converged,
+        residual,
+        degenerate,
+        scaled,
+        status,
+    )
     if single:
         result.mass_before, result.mass_after = result.mass_before[0], result.mass_after[0]
         result.scales = {k: v[0] for k, v in scales.items()}
@@ -127,9 +172,15 @@ def _min_mass(state, sym, solver, tol, max_sweeps, device, on_degenerate, return
     return result
 
 
-def minmass_table(in_path: str | os.PathLike, solver: str = "fast", *, tol: float = 1e-9,
-                  device: str | None = None, on_degenerate: str = "raise",
-                  block_bytes: int | None = None):
+def minmass_table(
+    in_path: str | os.PathLike,
+    solver: str = "fast",
+    *,
+    tol: float = 1e-9,
+    device: str | None = None,
+    on_degenerate: str = "raise",
+    block_bytes: int | None = None,
+):
     """One row per sample of a store: masses, iterations, convergence, log-scale statistics
     (natural log, over every optimal scale of the sample) and each mass tensor's largest
     absolute weight before and after scaling (paper Figure 2). Returns a polars DataFrame."""
@@ -146,8 +197,15 @@ def minmass_table(in_path: str | os.PathLike, solver: str = "fast", *, tol: floa
         columns.setdefault(name, []).extend(values)
 
     for rows, state in iter_state_blocks(store, block_bytes or DEFAULT_BLOCK_BYTES):
-        res = min_mass(state, sym, solver=solver, tol=tol, device=device, on_degenerate=on_degenerate,
-                       sample_offset=rows.start)
+        res = min_mass(
+            state,
+            sym,
+            solver=solver,
+            tol=tol,
+            device=device,
+            on_degenerate=on_degenerate,
+            sample_offset=rows.start,
+        )
         k = res.mass_before.shape[0]
         add("sample", list(range(rows.start, rows.start + k)))
         if "seed" in store.info_names:
@@ -166,7 +224,9 @@ def minmass_table(in_path: str | os.PathLike, solver: str = "fast", *, tol: floa
         for name in sym.mass_tensors:
             before = state[name].reshape(k, -1).abs().amax(dim=1).double()
             after = res.state[name].reshape(k, -1).abs().amax(dim=1).double()
-            after = torch.where(res.degenerate.cpu(), torch.full_like(after, float("nan")), after.cpu())
+            after = torch.where(
+                res.degenerate.cpu(), torch.full_like(after, float("nan")), after.cpu()
+            )
             add(f"max_abs_before.{name}", before.tolist())
             add(f"max_abs_after.{name}", after.tolist())
     return pl.DataFrame(columns)

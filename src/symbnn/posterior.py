@@ -21,8 +21,9 @@ from symbnn.store import Store, StoreError, StoreWriter, open_store
 SHARED_ATTRS = ("experiment", "architecture", "recipe", "data", "min_accuracy")
 
 
-def load_in_distribution(data_cfg: dict[str, Any], data_root: str | os.PathLike,
-                         download: bool = False) -> tuple[ImageData, ImageData]:
+def load_in_distribution(
+    data_cfg: dict[str, Any], data_root: str | os.PathLike, download: bool = False
+) -> tuple[ImageData, ImageData]:
     """(train, test) of an experiment's `data` section, cut to train_limit / test_limit."""
     options = {"download": True} if download else {}
     train = load_dataset(data_cfg["train"], "train", data_root, **options)
@@ -34,11 +35,14 @@ def load_in_distribution(data_cfg: dict[str, Any], data_root: str | os.PathLike,
     return train, test
 
 
-def load_out_of_distribution(data_cfg: dict[str, Any], data_root: str | os.PathLike, like: ImageData,
-                             download: bool = False) -> ImageData:
+def load_out_of_distribution(
+    data_cfg: dict[str, Any], data_root: str | os.PathLike, like: ImageData, download: bool = False
+) -> ImageData:
     """The OOD set of an experiment's `data` section; its images must match ``like``'s shape."""
     options = {"download": True} if download else {}
-    ood = load_dataset(data_cfg["ood"], "test", data_root, **options, **data_cfg.get("ood_options", {}))
+    ood = load_dataset(
+        data_cfg["ood"], "test", data_root, **options, **data_cfg.get("ood_options", {})
+    )
     if ood.images.shape[1:] != like.images.shape[1:]:
         raise ValueError(
             f"data.ood: {data_cfg['ood']!r} images have shape {tuple(ood.images.shape[1:])}, "
@@ -48,16 +52,32 @@ def load_out_of_distribution(data_cfg: dict[str, Any], data_root: str | os.PathL
     return ood
 
 
-def train_shard(out_path: str | os.PathLike, experiment: str, experiment_cfg: dict[str, Any],
-                seeds: Sequence[int], *, data_root: str | os.PathLike = "data", download: bool = False,
-                device: str = "auto", progress: bool = False) -> Store:
+def train_shard(
+    out_path: str | os.PathLike,
+    experiment: str,
+    experiment_cfg: dict[str, Any],
+    seeds: Sequence[int],
+    *,
+    data_root: str | os.PathLike = "data",
+    download: bool = False,
+    device: str = "auto",
+    progress: bool = False,
+) -> Store:
     """Train the networks of ``seeds`` at once and write them as one shard store."""
     from symbnn.train import Recipe, train_seeds
 
     train, test = load_in_distribution(experiment_cfg["data"], data_root, download)
     recipe = Recipe.from_dict(experiment_cfg["recipe"])
-    result = train_seeds(experiment_cfg["model"], recipe, train, test, list(seeds),
-                         device=resolve_device(device), batched=True, progress=progress)
+    result = train_seeds(
+        experiment_cfg["model"],
+        recipe,
+        train,
+        test,
+        list(seeds),
+        device=resolve_device(device),
+        batched=True,
+        progress=progress,
+    )
     min_accuracy = experiment_cfg["posterior"].get("min_accuracy", 0.5)
     accuracy = np.asarray(result.test_accuracy, dtype=np.float32)
     attrs = {
@@ -80,8 +100,11 @@ def train_shard(out_path: str | os.PathLike, experiment: str, experiment_cfg: di
     return open_store(out_path)
 
 
-def gather_shards(shard_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike,
-                  shared_attrs: Sequence[str] = SHARED_ATTRS) -> Store:
+def gather_shards(
+    shard_paths: Sequence[str | os.PathLike],
+    out_path: str | os.PathLike,
+    shared_attrs: Sequence[str] = SHARED_ATTRS,
+) -> Store:
     """Assemble shard stores into one store, in the order given, streaming by chunks; the
     `shared_attrs` must agree between shards and are copied to the result."""
     if not shard_paths:
@@ -105,7 +128,9 @@ def gather_shards(shard_paths: Sequence[str | os.PathLike], out_path: str | os.P
     attrs = {key: first.attrs[key] for key in shared_attrs if key in first.attrs}
     attrs["shards"] = [Path(path).name for path in shard_paths]
     total = sum(shard.n_samples for shard in shards)
-    with StoreWriter(out_path, attrs, kind=first.attrs.get("kind", "posterior"), expected_samples=total) as writer:
+    with StoreWriter(
+        out_path, attrs, kind=first.attrs.get("kind", "posterior"), expected_samples=total
+    ) as writer:
         for shard in shards:
             step = min(shard.state_array(name).chunks[0] for name in shard.state_names)
             for start in range(0, shard.n_samples, step):

@@ -36,12 +36,14 @@ CHUNK_BYTES = 8 * 2**20
 
 
 @torch.no_grad()
-def predict_probabilities(model: torch.nn.Module, data: ImageData, device: str, batch: int = 1000) -> torch.Tensor:
+def predict_probabilities(
+    model: torch.nn.Module, data: ImageData, device: str, batch: int = 1000
+) -> torch.Tensor:
     """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches."""
     model.eval()
     out = []
     for start in range(0, len(data), batch):
-        images = data.images[start:start + batch].to(device)
+        images = data.images[start : start + batch].to(device)
         out.append(torch.softmax(model(data.normalize(images)).float(), dim=1).cpu())
     return torch.cat(out)
 
@@ -50,8 +52,15 @@ def _rows_per_chunk(n: int, c: int) -> int:
     return max(1, min(n, CHUNK_BYTES // max(1, 2 * c)))
 
 
-def write_predictions(samples_path: str | os.PathLike, out_path: str | os.PathLike, test: ImageData,
-                      ood: ImageData, *, device: str = "cpu", batch: int = 1000) -> Path:
+def write_predictions(
+    samples_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    test: ImageData,
+    ood: ImageData,
+    *,
+    device: str = "cpu",
+    batch: int = 1000,
+) -> Path:
     """Predict every sample of the weight store at `samples_path` on `test` and `ood`."""
     samples = open_store(samples_path)
     out_path = Path(out_path)
@@ -65,27 +74,44 @@ def write_predictions(samples_path: str | os.PathLike, out_path: str | os.PathLi
         arrays = {}
         for name, data in (("test", test), ("ood", ood)):
             n = len(data)
-            arrays[name] = group.create_array(name, shape=(s, n, num_classes), dtype="float16", compressors=None,
-                                              chunks=(1, _rows_per_chunk(n, num_classes), num_classes))
+            arrays[name] = group.create_array(
+                name,
+                shape=(s, n, num_classes),
+                dtype="float16",
+                compressors=None,
+                chunks=(1, _rows_per_chunk(n, num_classes), num_classes),
+            )
         accuracy = np.zeros(s, dtype=np.float32)
         for index in progress(range(s), desc="predict", unit="sample"):
             model.load_state_dict(samples.state_dict(index))
             for name, data in (("test", test), ("ood", ood)):
                 probs = predict_probabilities(model, data, device, batch)
                 if not torch.isfinite(probs).all():
-                    raise StoreError(f"{samples_path}: sample {index} predicts NaN or inf on the {name} set")
+                    raise StoreError(
+                        f"{samples_path}: sample {index} predicts NaN or inf on the {name} set"
+                    )
                 arrays[name][index] = probs.to(torch.float16).numpy()
                 if name == "test":
                     accuracy[index] = float((probs.argmax(1) == test.labels).double().mean())
-        group.create_array("labels", shape=(len(test),), dtype="int64", compressors=None)[...] = test.labels.numpy()
-        group.create_array("test_accuracy", shape=(s,), dtype="float32", compressors=None)[...] = accuracy
-        group.attrs.update({
-            "format": FORMAT,
-            "source": str(samples_path),
-            "n_samples": s,
-            "num_classes": num_classes,
-            **{key: samples.attrs[key] for key in ("experiment", "method", "variant") if key in samples.attrs},
-        })
+        group.create_array("labels", shape=(len(test),), dtype="int64", compressors=None)[...] = (
+            test.labels.numpy()
+        )
+        group.create_array("test_accuracy", shape=(s,), dtype="float32", compressors=None)[...] = (
+            accuracy
+        )
+        group.attrs.update(
+            {
+                "format": FORMAT,
+                "source": str(samples_path),
+                "n_samples": s,
+                "num_classes": num_classes,
+                **{
+                    key: samples.attrs[key]
+                    for key in ("experiment", "method", "variant")
+                    if key in samples.attrs
+                },
+            }
+        )
         _install(tmp, out_path, overwrite=True)
         tmp = None
     finally:
@@ -121,10 +147,12 @@ class Predictions:
         """Read every chunk, sample by sample; raise StoreError naming the array and sample
         when one is unreadable, has the wrong shape, or holds NaN/inf or rows not summing to 1."""
         for name in ("test", "ood"):
-            array = self.group[name] if name in self.group else None
+            array = self.group.get(name)
             if array is None or array.ndim != 3 or array.shape[0] != self.n_samples:
-                raise StoreError(f"{self.path}: {name} must have shape ({self.n_samples}, N, C), "
-                                 f"got {None if array is None else array.shape}")
+                raise StoreError(
+                    f"{self.path}: {name} must have shape ({self.n_samples}, N, C), "
+                    f"got {None if array is None else array.shape}"
+                )
             for index in range(self.n_samples):
                 probs = self.read(name, index).astype(np.float32)
                 if not np.isfinite(probs).all():

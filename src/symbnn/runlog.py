@@ -17,9 +17,17 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         yield
         return
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-    with open(path, "w", buffering=1) as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
-        logging.basicConfig(stream=handle, level=logging.INFO, force=True,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with (
+        open(path, "w", buffering=1) as handle,
+        contextlib.redirect_stdout(handle),
+        contextlib.redirect_stderr(handle),
+    ):
+        logging.basicConfig(
+            stream=handle,
+            level=logging.INFO,
+            force=True,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
         try:
             yield
         except BaseException:

@@ -46,8 +46,12 @@ class StoreError(Exception):
     """A store is missing, malformed, inconsistent or corrupted; the message names the culprit."""
 
 
-def chunk_shape(n_samples: int, sample_shape: tuple[int, ...], itemsize: int,
-                target_bytes: int = CHUNK_TARGET_BYTES) -> tuple[int, ...]:
+def chunk_shape(
+    n_samples: int,
+    sample_shape: tuple[int, ...],
+    itemsize: int,
+    target_bytes: int = CHUNK_TARGET_BYTES,
+) -> tuple[int, ...]:
     """Chunk of a (n_samples, *sample_shape) array: whole samples when they fit in a few MiB,
     else a block of MIN_CHUNK_ROWS samples split along the first parameter axis."""
     n_samples = max(1, n_samples)
@@ -76,7 +80,9 @@ def _install(tmp: Path, path: Path, overwrite: bool) -> None:
         leftovers = [p for p in path.iterdir() if p.name != ".snakemake_timestamp"]
         if leftovers and not overwrite:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise StoreError(f"{path}: refusing to overwrite an existing store (pass overwrite=True)")
+            raise StoreError(
+                f"{path}: refusing to overwrite an existing store (pass overwrite=True)"
+            )
         shutil.rmtree(path)
     os.replace(tmp, path)
 
@@ -91,9 +97,15 @@ class StoreWriter:
             w.append(state={"fc.weight": arr}, info={"seed": seeds})
     """
 
-    def __init__(self, path: str | os.PathLike, attrs: Mapping[str, Any], *,
-                 kind: str = "posterior", expected_samples: int | None = None,
-                 overwrite: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        attrs: Mapping[str, Any],
+        *,
+        kind: str = "posterior",
+        expected_samples: int | None = None,
+        overwrite: bool = False,
+    ) -> None:
         self.path = Path(path)
         self.attrs = dict(attrs)
         self.kind = kind
@@ -132,7 +144,9 @@ class StoreWriter:
             )
         rows = {a.shape[0] if a.ndim else -1 for a in (*state.values(), *info.values())}
         if len(rows) != 1 or -1 in rows:
-            raise StoreError(f"{self.path}: appended arrays disagree on the number of samples: {sorted(rows)}")
+            raise StoreError(
+                f"{self.path}: appended arrays disagree on the number of samples: {sorted(rows)}"
+            )
         self._buffer.append((state, info))
         self._buffered_rows += rows.pop()
         self._buffered_bytes += sum(a.nbytes for a in (*state.values(), *info.values()))
@@ -153,7 +167,10 @@ class StoreWriter:
                 if self.n_samples == 0:
                     n_hint = max(self.expected or 0, values.shape[0])
                     self._group.create_array(
-                        key, shape=values.shape, dtype=values.dtype, compressors=None,
+                        key,
+                        shape=values.shape,
+                        dtype=values.dtype,
+                        compressors=None,
                         chunks=chunk_shape(n_hint, values.shape[1:], values.dtype.itemsize),
                         fill_value=0,
                     )[...] = values
@@ -169,16 +186,18 @@ class StoreWriter:
             self._flush()
             if self.n_samples == 0:
                 raise StoreError(f"{self.path}: no samples were written")
-            self._group.attrs.update({
-                **self.attrs,
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "kind": self.kind,
-                "symbnn_version": symbnn.__version__,
-                "state_names": self._state_names,
-                "info_names": self._info_names,
-                "n_samples": self.n_samples,
-            })
+            self._group.attrs.update(
+                {
+                    **self.attrs,
+                    "format": FORMAT,
+                    "format_version": FORMAT_VERSION,
+                    "kind": self.kind,
+                    "symbnn_version": symbnn.__version__,
+                    "state_names": self._state_names,
+                    "info_names": self._info_names,
+                    "n_samples": self.n_samples,
+                }
+            )
             _install(tmp, self.path, self.overwrite)
             tmp = None
         finally:
@@ -187,12 +206,20 @@ class StoreWriter:
             self._group = None
 
 
-def write_store(path: str | os.PathLike, state: Mapping[str, Any], info: Mapping[str, Any] | None = None,
-                attrs: Mapping[str, Any] | None = None, *, kind: str = "posterior",
-                overwrite: bool = False) -> Store:
+def write_store(
+    path: str | os.PathLike,
+    state: Mapping[str, Any],
+    info: Mapping[str, Any] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    kind: str = "posterior",
+    overwrite: bool = False,
+) -> Store:
     """Write a whole store in one go (atomically) and open it for reading."""
     n = len(next(iter(state.values())))
-    with StoreWriter(path, attrs or {}, kind=kind, expected_samples=n, overwrite=overwrite) as writer:
+    with StoreWriter(
+        path, attrs or {}, kind=kind, expected_samples=n, overwrite=overwrite
+    ) as writer:
         writer.append(state, info)
     return open_store(path)
 
@@ -209,23 +236,31 @@ class Store:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         if not (self.path / "zarr.json").is_file():
-            raise StoreError(f"{self.path}: not a symbnn store (no zarr.json; missing or half-written)")
+            raise StoreError(
+                f"{self.path}: not a symbnn store (no zarr.json; missing or half-written)"
+            )
         try:
             self._group = zarr.open_group(self.path, mode="r", zarr_format=3)
         except Exception as exc:  # zarr raises several types for unreadable metadata
             raise StoreError(f"{self.path}: cannot open as a Zarr v3 group: {exc}") from exc
         attrs = dict(self._group.attrs)
         if attrs.get("format") != FORMAT:
-            raise StoreError(f"{self.path}: attribute 'format' is {attrs.get('format')!r}, expected {FORMAT!r}")
+            raise StoreError(
+                f"{self.path}: attribute 'format' is {attrs.get('format')!r}, expected {FORMAT!r}"
+            )
         if attrs.get("format_version") != FORMAT_VERSION:
-            raise StoreError(f"{self.path}: unsupported format_version {attrs.get('format_version')!r}")
+            raise StoreError(
+                f"{self.path}: unsupported format_version {attrs.get('format_version')!r}"
+            )
         self.attrs: dict[str, Any] = attrs
         self.state_names: list[str] = list(attrs["state_names"])
         self.info_names: list[str] = list(attrs["info_names"])
         self.n_samples: int = int(attrs["n_samples"])
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r}, n_samples={self.n_samples}, arrays={len(self.state_names)})"
+        return (
+            f"Store({str(self.path)!r}, n_samples={self.n_samples}, arrays={len(self.state_names)})"
+        )
 
     @property
     def architecture(self) -> dict[str, Any]:
@@ -238,7 +273,9 @@ class Store:
         try:
             return self._group[f"{section}/{name}"]
         except Exception as exc:
-            raise StoreError(f"{self.path}: array {section}/{name} is missing or unreadable: {exc}") from exc
+            raise StoreError(
+                f"{self.path}: array {section}/{name} is missing or unreadable: {exc}"
+            ) from exc
 
     def state_array(self, name: str) -> zarr.Array:
         return self._array("state", name)
@@ -256,7 +293,9 @@ class Store:
         try:
             return np.asarray(array[rows])
         except Exception as exc:
-            raise StoreError(f"{self.path}: cannot read {section}/{name} (corrupted chunk?): {exc}") from exc
+            raise StoreError(
+                f"{self.path}: cannot read {section}/{name} (corrupted chunk?): {exc}"
+            ) from exc
 
     def read(self, name: str, rows: Any = slice(None)) -> np.ndarray:
         """State entry ``name`` for the selected samples, shape (k, *param_shape)."""
@@ -276,8 +315,9 @@ class Store:
         for start in range(0, self.n_samples, step):
             yield start, self.read(name, slice(start, start + step))
 
-    def iter_param_blocks(self, name: str, max_bytes: int = 64 * 2**20,
-                          rows: Any = slice(None)) -> Iterator[tuple[int, int, np.ndarray]]:
+    def iter_param_blocks(
+        self, name: str, max_bytes: int = 64 * 2**20, rows: Any = slice(None)
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
         """(col_start, col_stop, block) over the flattened parameter axis of every selected
         sample: block has shape (k, col_stop - col_start); memory stays near ``max_bytes``."""
         array = self.state_array(name)
@@ -295,18 +335,24 @@ class Store:
         width = math.prod(shape[1:])
         for a in range(0, shape[0], step):
             b = min(shape[0], a + step)
-            index = (rows, slice(a, b)) if isinstance(rows, slice) else (np.asarray(rows), slice(a, b))
+            index = (
+                (rows, slice(a, b)) if isinstance(rows, slice) else (np.asarray(rows), slice(a, b))
+            )
             try:
                 block = np.asarray(array[index] if isinstance(rows, slice) else array.oindex[index])
             except Exception as exc:
-                raise StoreError(f"{self.path}: cannot read state/{name} (corrupted chunk?): {exc}") from exc
+                raise StoreError(
+                    f"{self.path}: cannot read state/{name} (corrupted chunk?): {exc}"
+                ) from exc
             yield a * width, b * width, block.reshape(block.shape[0], -1)
 
     def state_dict(self, index: int) -> dict[str, Any]:
         """Sample ``index`` as a torch state_dict."""
         import torch
 
-        return {name: torch.from_numpy(np.array(self.read(name, index))) for name in self.state_names}
+        return {
+            name: torch.from_numpy(np.array(self.read(name, index))) for name in self.state_names
+        }
 
     def state_dicts(self, rows: Any = slice(None)) -> dict[str, Any]:
         """Stacked torch tensors, name -> (k, *param_shape), for batched evaluation."""
@@ -315,9 +361,11 @@ class Store:
         return {name: torch.from_numpy(self.read(name, rows)) for name in self.state_names}
 
     def nbytes(self) -> int:
-        arrays = [self._array(section, name)
-                  for section, names in (("state", self.state_names), ("info", self.info_names))
-                  for name in names]
+        arrays = [
+            self._array(section, name)
+            for section, names in (("state", self.state_names), ("info", self.info_names))
+            for name in names
+        ]
         return sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays)
 
     def validate(self, check_values: bool = True) -> None:

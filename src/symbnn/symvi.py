@@ -58,19 +58,19 @@ from symbnn.train.seeding import build_seeded_model
 FAMILIES = ("mean_field", "symmetrised")
 
 DEFAULTS: dict[str, Any] = {
-    "hidden": 4,            # one hidden layer of this width: |G| = hidden!
+    "hidden": 4,  # one hidden layer of this width: |G| = hidden!
     "n_train": 200,
     "n_test": 1000,
-    "separation": 1.0,      # class means at +-(separation, separation), unit variance
+    "separation": 1.0,  # class means at +-(separation, separation), unit variance
     "data_seed": 0,
     "prior_std": 1.0,
     "rho_init": -3.0,
-    "steps": 600,           # full-batch Adam steps
+    "steps": 600,  # full-batch Adam steps
     "lr": 0.03,
-    "elbo_samples": 4,      # reparameterised draws per step
-    "eval_samples": 256,    # draws for the ELBO, accuracy and NLL estimates
-    "seeds": [0, 1],        # one fit per family and seed
-    "target_runs": 64,      # independent SGD runs: the target posterior of the MMD
+    "elbo_samples": 4,  # reparameterised draws per step
+    "eval_samples": 256,  # draws for the ELBO, accuracy and NLL estimates
+    "seeds": [0, 1],  # one fit per family and seed
+    "target_runs": 64,  # independent SGD runs: the target posterior of the MMD
     "target_epochs": 30,
     "target_lr": 0.1,
     "target_batch_size": 10,
@@ -83,10 +83,24 @@ DEFAULTS: dict[str, Any] = {
 def settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     unknown = set(overrides or {}) - set(DEFAULTS)
     if unknown:
-        raise ValueError(f"symmetrised_vi: unknown setting(s) {sorted(unknown)} (known: {', '.join(DEFAULTS)})")
+        raise ValueError(
+            f"symmetrised_vi: unknown setting(s) {sorted(unknown)} (known: {', '.join(DEFAULTS)})"
+        )
     merged = {**DEFAULTS, **(overrides or {})}
-    for key in ("hidden", "n_train", "n_test", "steps", "elbo_samples", "eval_samples", "target_runs",
-                "target_epochs", "target_batch_size", "mmd_samples", "max_enumerate", "mc_permutations"):
+    for key in (
+        "hidden",
+        "n_train",
+        "n_test",
+        "steps",
+        "elbo_samples",
+        "eval_samples",
+        "target_runs",
+        "target_epochs",
+        "target_batch_size",
+        "mmd_samples",
+        "max_enumerate",
+        "mc_permutations",
+    ):
         if int(merged[key]) < 1:
             raise ValueError(f"symmetrised_vi.{key} must be >= 1, got {merged[key]!r}")
     if merged["mmd_samples"] < 2 or merged["target_runs"] < 2:
@@ -97,6 +111,7 @@ def settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the task
+
 
 def two_gaussians(n: int, seed: int, separation: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """n points, balanced classes, class c ~ N(+-(separation, separation), I) in 2-D."""
@@ -114,21 +129,37 @@ def mlp_spec(hidden: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- target posterior (SGD runs)
 
-def sgd_runs(spec: dict[str, Any], x: torch.Tensor, y: torch.Tensor, seeds: list[int], epochs: int,
-             lr: float, batch_size: int) -> dict[str, torch.Tensor]:
+
+def sgd_runs(
+    spec: dict[str, Any],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seeds: list[int],
+    epochs: int,
+    lr: float,
+    batch_size: int,
+) -> dict[str, torch.Tensor]:
     """Independent SGD runs (seeded initialisation and data order), trained side by side:
     the stacked state (K, *shape) of the trained networks."""
     models = [build_seeded_model(spec, s) for s in seeds]
-    params = {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_(True) for k in models[0].state_dict()}
+    params = {
+        k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_(True)
+        for k in models[0].state_dict()
+    }
     gens = [torch.Generator().manual_seed(int(s) + 7919) for s in seeds]
     n = len(x)
     for _ in range(epochs):
         orders = torch.stack([torch.randperm(n, generator=g) for g in gens])
         for start in range(0, n, batch_size):
-            idx = orders[:, start:start + batch_size]
+            idx = orders[:, start : start + batch_size]
             logits = stacked_mlp.stacked_forward(params, x[idx])
             # sum over networks of each one's mean loss: the gradients stay independent
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[idx].reshape(-1), reduction="sum") / idx.shape[1]
+            loss = (
+                F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), y[idx].reshape(-1), reduction="sum"
+                )
+                / idx.shape[1]
+            )
             grads = torch.autograd.grad(loss, list(params.values()))
             with torch.no_grad():
                 for p, g in zip(params.values(), grads):
@@ -138,10 +169,13 @@ def sgd_runs(spec: dict[str, Any], x: torch.Tensor, y: torch.Tensor, seeds: list
 
 # ---------------------------------------------------------------- the symmetrised family
 
+
 def _check_structure(sym: Symmetry) -> None:
     if sym.couplings or any(g.blocks > 1 for g in sym.groups):
-        raise ValueError(f"{sym.architecture}: the symmetrised family handles plain unit groups only "
-                         "(no grouped convolutions)")
+        raise ValueError(
+            f"{sym.architecture}: the symmetrised family handles plain unit groups only "
+            "(no grouped convolutions)"
+        )
 
 
 def group_order(sym: Symmetry) -> int:
@@ -152,14 +186,23 @@ def all_permutations(sym: Symmetry) -> dict[str, torch.Tensor]:
     """Every element of G as stacked permutations (|G|, width) per unit group."""
     per_group = [list(itertools.permutations(range(g.width))) for g in sym.groups]
     combos = list(itertools.product(*per_group))
-    return {g.name: torch.tensor([c[i] for c in combos], dtype=torch.int64) for i, g in enumerate(sym.groups)}
+    return {
+        g.name: torch.tensor([c[i] for c in combos], dtype=torch.int64)
+        for i, g in enumerate(sym.groups)
+    }
 
 
 class SymmetrisedMeanField:
     """q_sym over a mean-field base q (a `MeanFieldBNN`); see the module docstring."""
 
-    def __init__(self, base: MeanFieldBNN, sym: Symmetry, max_enumerate: int = 5040, mc_permutations: int = 64,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        base: MeanFieldBNN,
+        sym: Symmetry,
+        max_enumerate: int = 5040,
+        mc_permutations: int = 64,
+        generator: torch.Generator | None = None,
+    ) -> None:
         _check_structure(sym)
         self.base, self.sym = base, sym
         self.order = group_order(sym)
@@ -194,7 +237,9 @@ class SymmetrisedMeanField:
         perms = self.perms if self.exact else self._non_identity(self.mc)
         k = next(iter(perms.values())).shape[0]
         tiled = {name: w.repeat_interleave(k, 0) for name, w in weights.items()}
-        moved = apply_permutations(tiled, self.sym, {g: p.repeat(n, 1) for g, p in perms.items()}, check=False)
+        moved = apply_permutations(
+            tiled, self.sym, {g: p.repeat(n, 1) for g, p in perms.items()}, check=False
+        )
         terms = self.log_q(moved).reshape(n, k)
         if self.exact:
             return torch.logsumexp(terms, 1) - math.log(self.order)
@@ -211,6 +256,7 @@ class SymmetrisedMeanField:
 
 # ---------------------------------------------------------------- fitting and evaluation
 
+
 def log_prior(weights: dict[str, torch.Tensor], std: float) -> torch.Tensor:
     return sum(log_normal(w, 0.0, std).reshape(w.shape[0], -1).sum(1) for w in weights.values())
 
@@ -224,14 +270,25 @@ def _draws(q: MeanFieldBNN, count: int, gen: torch.Generator | None) -> dict[str
     return out
 
 
-def _log_likelihood(weights: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _log_likelihood(
+    weights: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
     """(count,) sum over data of log p(y | x, w) for each stacked draw."""
-    logits = stacked_mlp.stacked_forward(weights, x.expand(next(iter(weights.values())).shape[0], *x.shape))
-    return -F.cross_entropy(logits.transpose(1, 2), y.expand(logits.shape[0], -1), reduction="none").sum(1)
+    logits = stacked_mlp.stacked_forward(
+        weights, x.expand(next(iter(weights.values())).shape[0], *x.shape)
+    )
+    return -F.cross_entropy(
+        logits.transpose(1, 2), y.expand(logits.shape[0], -1), reduction="none"
+    ).sum(1)
 
 
-def kl_terms(q: MeanFieldBNN, qsym: SymmetrisedMeanField, family: str, weights: dict[str, torch.Tensor],
-             prior_std: float) -> torch.Tensor:
+def kl_terms(
+    q: MeanFieldBNN,
+    qsym: SymmetrisedMeanField,
+    family: str,
+    weights: dict[str, torch.Tensor],
+    prior_std: float,
+) -> torch.Tensor:
     """(count,) log q_family(w) - log p(w) for stacked draws w ~ q."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r} (known: {', '.join(FAMILIES)})")
@@ -239,18 +296,34 @@ def kl_terms(q: MeanFieldBNN, qsym: SymmetrisedMeanField, family: str, weights: 
     return log_q - log_prior(weights, prior_std)
 
 
-def fit(spec: dict[str, Any], x: torch.Tensor, y: torch.Tensor, family: str, seed: int,
-        options: dict[str, Any]) -> tuple[MeanFieldBNN, SymmetrisedMeanField]:
+def fit(
+    spec: dict[str, Any],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    family: str,
+    seed: int,
+    options: dict[str, Any],
+) -> tuple[MeanFieldBNN, SymmetrisedMeanField]:
     """Maximise the family's ELBO (full batch, Adam) from seed's initial weights."""
     if spec.get("name") != "mlp" or spec.get("bias", True) is False:
         raise ValueError(f"the symmetrised-VI comparison runs on MLPs with biases, got {spec}")
-    q = MeanFieldBNN(build_seeded_model(spec, seed), options["rho_init"], 1.0, options["prior_std"], options["prior_std"])
+    q = MeanFieldBNN(
+        build_seeded_model(spec, seed),
+        options["rho_init"],
+        1.0,
+        options["prior_std"],
+        options["prior_std"],
+    )
     gen = torch.Generator().manual_seed(int(seed) + 104729)
-    qsym = SymmetrisedMeanField(q, unit_groups(spec), options["max_enumerate"], options["mc_permutations"], gen)
+    qsym = SymmetrisedMeanField(
+        q, unit_groups(spec), options["max_enumerate"], options["mc_permutations"], gen
+    )
     optimiser = torch.optim.Adam(q.parameters(), lr=options["lr"])
     for _ in range(options["steps"]):
         w = _draws(q, options["elbo_samples"], gen)
-        loss = -(_log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options["prior_std"])).mean() / len(x)
+        loss = -(
+            _log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options["prior_std"])
+        ).mean() / len(x)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
@@ -266,16 +339,28 @@ class Evaluation:
 
 
 @torch.no_grad()
-def evaluate(q: MeanFieldBNN, qsym: SymmetrisedMeanField, family: str, train: tuple[torch.Tensor, torch.Tensor],
-             test: tuple[torch.Tensor, torch.Tensor], samples: int, prior_std: float, seed: int = 0) -> Evaluation:
+def evaluate(
+    q: MeanFieldBNN,
+    qsym: SymmetrisedMeanField,
+    family: str,
+    train: tuple[torch.Tensor, torch.Tensor],
+    test: tuple[torch.Tensor, torch.Tensor],
+    samples: int,
+    prior_std: float,
+    seed: int = 0,
+) -> Evaluation:
     """ELBO of the family (total nats) and the predictive's test accuracy and NLL. The
     predictive of q_sym equals q's (permutations preserve the function)."""
     gen = torch.Generator().manual_seed(seed)
     w = _draws(q, samples, gen)
     per_draw = _log_likelihood(w, *train) - kl_terms(q, qsym, family, w, prior_std)
     x, y = test
-    accuracy, nll = predictive_accuracy_nll(stacked_mlp.stacked_forward(w, x.expand(samples, *x.shape)), y)
-    return Evaluation(float(per_draw.mean()), float(per_draw.std() / math.sqrt(samples)), accuracy, nll)
+    accuracy, nll = predictive_accuracy_nll(
+        stacked_mlp.stacked_forward(w, x.expand(samples, *x.shape)), y
+    )
+    return Evaluation(
+        float(per_draw.mean()), float(per_draw.std() / math.sqrt(samples)), accuracy, nll
+    )
 
 
 def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tensor]) -> float:
@@ -284,7 +369,9 @@ def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tens
 
     total, weight = 0.0, 0
     for name in target:
-        layer = two_sample_mmd(target[name].double().numpy(), samples[name].double().numpy(), device="cpu")
+        layer = two_sample_mmd(
+            target[name].double().numpy(), samples[name].double().numpy(), device="cpu"
+        )
         total += layer.median * layer.n_params
         weight += layer.n_params
     return total / weight
@@ -297,29 +384,53 @@ def compare(overrides: dict[str, Any] | None = None) -> pl.DataFrame:
     spec = mlp_spec(options["hidden"])
     train = two_gaussians(options["n_train"], options["data_seed"], options["separation"])
     test = two_gaussians(options["n_test"], options["data_seed"] + 1, options["separation"])
-    target = sgd_runs(spec, *train, list(range(10_000, 10_000 + options["target_runs"])), options["target_epochs"],
-                      options["target_lr"], options["target_batch_size"])
+    target = sgd_runs(
+        spec,
+        *train,
+        list(range(10_000, 10_000 + options["target_runs"])),
+        options["target_epochs"],
+        options["target_lr"],
+        options["target_batch_size"],
+    )
     rows = []
     for seed in options["seeds"]:
         for family in FAMILIES:
             q, qsym = fit(spec, *train, family, seed, options)
-            result = evaluate(q, qsym, family, train, test, options["eval_samples"], options["prior_std"], seed)
+            result = evaluate(
+                q, qsym, family, train, test, options["eval_samples"], options["prior_std"], seed
+            )
             gen = torch.Generator().manual_seed(int(seed) + 1)
-            draws = (q.sample_states(options["mmd_samples"], gen) if family == "mean_field"
-                     else qsym.sample_states(options["mmd_samples"], gen))
-            rows.append({"family": family, "seed": int(seed), "elbo": result.elbo, "elbo_stderr": result.elbo_stderr,
-                         "test_accuracy": result.test_accuracy, "test_nll": result.test_nll,
-                         "mmd_to_target": layerwise_mmd(target, draws), "group_order": qsym.order,
-                         "exact_log_q_sym": qsym.exact})
+            draws = (
+                q.sample_states(options["mmd_samples"], gen)
+                if family == "mean_field"
+                else qsym.sample_states(options["mmd_samples"], gen)
+            )
+            rows.append(
+                {
+                    "family": family,
+                    "seed": int(seed),
+                    "elbo": result.elbo,
+                    "elbo_stderr": result.elbo_stderr,
+                    "test_accuracy": result.test_accuracy,
+                    "test_nll": result.test_nll,
+                    "mmd_to_target": layerwise_mmd(target, draws),
+                    "group_order": qsym.order,
+                    "exact_log_q_sym": qsym.exact,
+                }
+            )
     return pl.DataFrame(rows)
 
 
 def summary(table: pl.DataFrame) -> pl.DataFrame:
     """Mean over seeds per family."""
-    return (table.group_by("family", maintain_order=True)
-            .agg(pl.len().alias("seeds"), *(pl.col(c).mean() for c in ("elbo", "test_accuracy", "test_nll",
-                                                                       "mmd_to_target")))
-            .with_columns(pl.lit(np.log(float(table["group_order"][0]))).alias("log_group_order")))
+    return (
+        table.group_by("family", maintain_order=True)
+        .agg(
+            pl.len().alias("seeds"),
+            *(pl.col(c).mean() for c in ("elbo", "test_accuracy", "test_nll", "mmd_to_target")),
+        )
+        .with_columns(pl.lit(np.log(float(table["group_order"][0]))).alias("log_group_order"))
+    )
 
 
 def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -331,8 +442,12 @@ def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, 
     return mean, std
 
 
-def variational_alignment_curves(overrides: dict[str, Any] | None = None, seeds: tuple[int, int] = (0, 1),
-                                 points: int = 11, samples: int = 32) -> pl.DataFrame:
+def variational_alignment_curves(
+    overrides: dict[str, Any] | None = None,
+    seeds: tuple[int, int] = (0, 1),
+    points: int = 11,
+    samples: int = 32,
+) -> pl.DataFrame:
     """Two mean-field posteriors of the toy task (seeds), the path between them as fitted
     ("none") and after aligning B's means and stds to A's ("weight_matching"): the columns
     of `symbnn.alignment.interpolation.gaussian_curve` plus ``alignment``."""
@@ -343,10 +458,15 @@ def variational_alignment_curves(overrides: dict[str, Any] | None = None, seeds:
     spec = mlp_spec(options["hidden"])
     train = two_gaussians(options["n_train"], options["data_seed"], options["separation"])
     test = two_gaussians(options["n_test"], options["data_seed"] + 1, options["separation"])
-    (mean_a, std_a), (mean_b, std_b) = (gaussian_state(fit(spec, *train, "mean_field", s, options)[0]) for s in seeds)
+    (mean_a, std_a), (mean_b, std_b) = (
+        gaussian_state(fit(spec, *train, "mean_field", s, options)[0]) for s in seeds
+    )
     aligned_mean, aligned_std, _ = align_gaussian(mean_a, std_a, mean_b, std_b, unit_groups(spec))
     sets = {"train": train, "test": test}
-    parts = [gaussian_curve(spec, mean_a, std_a, m, s, grid(points), sets, samples).with_columns(
-                 pl.lit(label).alias("alignment"))
-             for label, m, s in (("none", mean_b, std_b), ("weight_matching", aligned_mean, aligned_std))]
+    parts = [
+        gaussian_curve(spec, mean_a, std_a, m, s, grid(points), sets, samples).with_columns(
+            pl.lit(label).alias("alignment")
+        )
+        for label, m, s in (("none", mean_b, std_b), ("weight_matching", aligned_mean, aligned_std))
+    ]
     return pl.concat(parts).select("alignment", "split", "t", "loss", "accuracy", "nll")

@@ -6,14 +6,16 @@ import os
 
 import polars as pl
 
-from symbnn.report.figures import save_figure, plt
+from symbnn.report.figures import plt, save_figure
 
 
 def interpolation_figure(curves: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:
     """Two panels (loss, accuracy) against t; one line per (alignment, split)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     styles = {"none": "--", "weight_matching": "-"}
-    for (alignment, split), part in curves.sort("t").group_by(["alignment", "split"], maintain_order=True):
+    for (alignment, split), part in curves.sort("t").group_by(
+        ["alignment", "split"], maintain_order=True
+    ):
         label = f"{split}, {'aligned' if alignment == 'weight_matching' else 'as trained'}"
         style = styles.get(alignment, ":")
         left.plot(part["t"], part["loss"], style, marker="o", ms=3, label=label)

@@ -48,19 +48,25 @@ def batches(data: Data, batch_size: int = 1000) -> Iterator[tuple[torch.Tensor, 
     if len(x) != len(y):
         raise ValueError(f"inputs and labels differ in length: {len(x)} vs {len(y)}")
     for start in range(0, len(x), batch_size):
-        inputs = x[start:start + batch_size]
-        yield (data.normalize(inputs) if image_data else inputs), y[start:start + batch_size]
+        inputs = x[start : start + batch_size]
+        yield (data.normalize(inputs) if image_data else inputs), y[start : start + batch_size]
 
 
-def lerp_state(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], t: float) -> dict[str, torch.Tensor]:
+def lerp_state(
+    a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], t: float
+) -> dict[str, torch.Tensor]:
     if set(a) != set(b):
         raise ValueError(f"states differ in entries: {sorted(set(a) ^ set(b))}")
-    return {k: ((1 - t) * a[k] + t * b[k].to(a[k].dtype)) if a[k].is_floating_point() else a[k].clone()
-            for k in a}
+    return {
+        k: ((1 - t) * a[k] + t * b[k].to(a[k].dtype)) if a[k].is_floating_point() else a[k].clone()
+        for k in a
+    }
 
 
 @torch.no_grad()
-def evaluate_logits(model: nn.Module, data: Data, batch_size: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
+def evaluate_logits(
+    model: nn.Module, data: Data, batch_size: int = 1000
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(logits, labels) of the whole set, eval mode."""
     model.eval()
     dtype = next(model.parameters()).dtype
@@ -72,19 +78,30 @@ def evaluate_logits(model: nn.Module, data: Data, batch_size: int = 1000) -> tup
 
 
 def loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
-    return float(F.cross_entropy(logits.double(), labels)), float((logits.argmax(1) == labels).double().mean())
+    return float(F.cross_entropy(logits.double(), labels)), float(
+        (logits.argmax(1) == labels).double().mean()
+    )
 
 
 def predictive_accuracy_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
     """(accuracy, NLL) of the predictive mean (1/S) sum_s softmax(logits[s]) of S draws'
     logits (S, N, C), computed as a log-mean-exp of the log-softmaxes."""
     log_pred = torch.logsumexp(logits.log_softmax(-1), 0) - math.log(len(logits))
-    return float((log_pred.argmax(1) == labels).double().mean()), float(F.nll_loss(log_pred, labels))
+    return float((log_pred.argmax(1) == labels).double().mean()), float(
+        F.nll_loss(log_pred, labels)
+    )
 
 
-def network_curve(spec: dict[str, Any], a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor],
-                  ts: Sequence[float], sets: Mapping[str, Data], reset_bn: bool | None = None,
-                  reset_data: Data | None = None, bn_batches: int = 20) -> pl.DataFrame:
+def network_curve(
+    spec: dict[str, Any],
+    a: Mapping[str, torch.Tensor],
+    b: Mapping[str, torch.Tensor],
+    ts: Sequence[float],
+    sets: Mapping[str, Data],
+    reset_bn: bool | None = None,
+    reset_data: Data | None = None,
+    bn_batches: int = 20,
+) -> pl.DataFrame:
     """One row per (t, split): loss (mean cross-entropy) and accuracy of theta(t).
     ``reset_bn`` None: reset when the model has BatchNorm and ``reset_data`` is given."""
     model = build_model(spec)
@@ -92,14 +109,19 @@ def network_curve(spec: dict[str, Any], a: Mapping[str, torch.Tensor], b: Mappin
     if reset_bn is None:
         reset_bn = bn and reset_data is not None
     if reset_bn and reset_data is None:
-        raise ValueError("reset_bn needs reset_data (training batches to re-estimate BatchNorm statistics)")
+        raise ValueError(
+            "reset_bn needs reset_data (training batches to re-estimate BatchNorm statistics)"
+        )
     rows = []
     for t in ts:
         model.load_state_dict(lerp_state(a, b, float(t)))
         if reset_bn and bn:  # cumulative average over the batches (momentum None)
             dtype = next(model.parameters()).dtype
-            refresh_batchnorm(model, (x.to(dtype) for x, _ in islice(batches(reset_data, BN_BATCH_SIZE), bn_batches)),
-                              size_weighted=False)
+            refresh_batchnorm(
+                model,
+                (x.to(dtype) for x, _ in islice(batches(reset_data, BN_BATCH_SIZE), bn_batches)),
+                size_weighted=False,
+            )
         for split, data in sets.items():
             loss, acc = loss_and_accuracy(*evaluate_logits(model, data))
             rows.append({"t": float(t), "split": split, "loss": loss, "accuracy": acc})
@@ -107,34 +129,60 @@ def network_curve(spec: dict[str, Any], a: Mapping[str, torch.Tensor], b: Mappin
 
 
 @torch.no_grad()
-def gaussian_curve(spec: dict[str, Any], mean_a: Mapping[str, torch.Tensor], std_a: Mapping[str, torch.Tensor],
-                   mean_b: Mapping[str, torch.Tensor], std_b: Mapping[str, torch.Tensor], ts: Sequence[float],
-                   sets: Mapping[str, Data], samples: int = 32, seed: int = 0) -> pl.DataFrame:
+def gaussian_curve(
+    spec: dict[str, Any],
+    mean_a: Mapping[str, torch.Tensor],
+    std_a: Mapping[str, torch.Tensor],
+    mean_b: Mapping[str, torch.Tensor],
+    std_b: Mapping[str, torch.Tensor],
+    ts: Sequence[float],
+    sets: Mapping[str, Data],
+    samples: int = 32,
+    seed: int = 0,
+) -> pl.DataFrame:
     """One row per (t, split) along the path between two mean-field Gaussians: expected loss
     (loss), predictive accuracy and predictive NLL, from ``samples`` common-noise draws."""
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     model = build_model(spec)
     gen = torch.Generator().manual_seed(seed)
-    noise = [{k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in mean_a.items()
-              if v.is_floating_point()} for _ in range(samples)]
+    noise = [
+        {
+            k: torch.randn(v.shape, generator=gen, dtype=torch.float64)
+            for k, v in mean_a.items()
+            if v.is_floating_point()
+        }
+        for _ in range(samples)
+    ]
     rows = []
     for t in ts:
         mean, std = lerp_state(mean_a, mean_b, float(t)), lerp_state(std_a, std_b, float(t))
         logits_by_split: dict[str, list[torch.Tensor]] = {s: [] for s in sets}
         labels: dict[str, torch.Tensor] = {}
         for eps in noise:
-            model.load_state_dict({k: (mean[k] + std[k] * eps[k].to(mean[k].dtype)) if k in eps else mean[k]
-                                   for k in mean})
+            model.load_state_dict(
+                {
+                    k: (mean[k] + std[k] * eps[k].to(mean[k].dtype)) if k in eps else mean[k]
+                    for k in mean
+                }
+            )
             for split, data in sets.items():
                 logits, labels[split] = evaluate_logits(model, data)
                 logits_by_split[split].append(logits.double())
         for split in sets:
-            stack = torch.stack(logits_by_split[split])                       # (S, N, C)
+            stack = torch.stack(logits_by_split[split])  # (S, N, C)
             y = labels[split]
             expected_loss = float(torch.stack([F.cross_entropy(l, y) for l in stack]).mean())
             accuracy, nll = predictive_accuracy_nll(stack, y)
-            rows.append({"t": float(t), "split": split, "loss": expected_loss, "accuracy": accuracy, "nll": nll})
+            rows.append(
+                {
+                    "t": float(t),
+                    "split": split,
+                    "loss": expected_loss,
+                    "accuracy": accuracy,
+                    "nll": nll,
+                }
+            )
     return pl.DataFrame(rows)
 
 
@@ -155,8 +203,13 @@ def loss_barrier(ts: Sequence[float], losses: Sequence[float]) -> dict[str, floa
     l0, l1 = loss[np.isclose(t, 0)][0], loss[np.isclose(t, 1)][0]
     rise = loss - ((1 - t) * l0 + t * l1)
     k = int(np.argmax(rise))
-    return {"barrier": float(rise[k]), "t_max": float(t[k]),
-            "barrier_midpoint": float(loss.max() - (l0 + l1) / 2), "loss_0": float(l0), "loss_1": float(l1)}
+    return {
+        "barrier": float(rise[k]),
+        "t_max": float(t[k]),
+        "barrier_midpoint": float(loss.max() - (l0 + l1) / 2),
+        "loss_0": float(l0),
+        "loss_1": float(l1),
+    }
 
 
 def barrier_table(curves: pl.DataFrame, by: Sequence[str] = ("alignment", "split")) -> pl.DataFrame:

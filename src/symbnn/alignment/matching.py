@@ -49,7 +49,7 @@ from symbnn.symmetry.structure import Symmetry, UnitGroup, topological_group_ord
 
 MATCH_ROLES = ("in", "bias", "out", "bn_weight", "bn_bias")
 MAX_BLOCK_PERMUTATIONS = 5040  # 7 blocks; more would need a smarter block assignment
-INNER_ROUNDS = 3               # within-block rounds per candidate block permutation
+INNER_ROUNDS = 3  # within-block rounds per candidate block permutation
 
 State = dict[str, torch.Tensor]
 
@@ -68,12 +68,15 @@ class Alignment:
 
 # ---------------------------------------------------------------- dense single-network tensors
 
+
 def _single(state: Mapping[str, torch.Tensor], sym: Symmetry) -> State:
     stacked, single = as_stack(state, sym)
     if not single:
         first = next(iter(stacked.values()))
         if first.shape[0] != 1:
-            raise ValueError(f"weight matching aligns one network at a time, got a stack of {first.shape[0]}")
+            raise ValueError(
+                f"weight matching aligns one network at a time, got a stack of {first.shape[0]}"
+            )
     return {k: v[0] for k, v in stacked.items()}
 
 
@@ -100,8 +103,9 @@ def _dense(state: State, sym: Symmetry, tensors: Sequence[str]) -> State:
             dense = torch.zeros((rows, g.width, *t.shape[2:]), dtype=t.dtype)
             per_block = rows // a.blocks
             for k in range(a.blocks):
-                dense[k * per_block:(k + 1) * per_block, k * local:(k + 1) * local] = \
-                    t[k * per_block:(k + 1) * per_block]
+                dense[k * per_block : (k + 1) * per_block, k * local : (k + 1) * local] = t[
+                    k * per_block : (k + 1) * per_block
+                ]
             out[a.tensor] = dense
     return out
 
@@ -120,13 +124,16 @@ def dense_state(state: Mapping[str, torch.Tensor], sym: Symmetry) -> DenseState:
 
 # ---------------------------------------------------------------- the objective and its costs
 
+
 class _Problem:
     def __init__(self, sym: Symmetry, pairs: Sequence[tuple[State, State]]) -> None:
         self.sym = sym
         self.axes = _matched_axes(sym)
         self.pairs = [(dense_state(a, sym), dense_state(b, sym)) for a, b in pairs]
 
-    def permuted(self, b: State, name: str, perms: Mapping[str, torch.Tensor], skip: str | None) -> torch.Tensor:
+    def permuted(
+        self, b: State, name: str, perms: Mapping[str, torch.Tensor], skip: str | None
+    ) -> torch.Tensor:
         t = b[name]
         for axis, group in self.axes[name]:
             if group != skip:
@@ -134,8 +141,13 @@ class _Problem:
         return t
 
     def objective(self, perms: Mapping[str, torch.Tensor]) -> float:
-        return float(sum((a[name] * self.permuted(b, name, perms, None)).sum()
-                         for a, b in self.pairs for name in self.axes))
+        return float(
+            sum(
+                (a[name] * self.permuted(b, name, perms, None)).sum()
+                for a, b in self.pairs
+                for name in self.axes
+            )
+        )
 
     def cost(self, group: UnitGroup, perms: Mapping[str, torch.Tensor]) -> np.ndarray:
         """C[i, j]: the objective's part linear in the group's permutation when unit i of
@@ -147,7 +159,11 @@ class _Problem:
                     if owner != group.name:
                         continue
                     left = a[name].movedim(axis, 0).reshape(group.width, -1)
-                    right = self.permuted(b, name, perms, group.name).movedim(axis, 0).reshape(group.width, -1)
+                    right = (
+                        self.permuted(b, name, perms, group.name)
+                        .movedim(axis, 0)
+                        .reshape(group.width, -1)
+                    )
                     c += left @ right.T
         return c.numpy()
 
@@ -164,8 +180,8 @@ def _within_blocks(cost: np.ndarray, group: UnitGroup, sigma: Sequence[int]) -> 
     w = group.block_width
     perm = np.empty(group.width, dtype=np.int64)
     for k, target in enumerate(sigma):
-        local = _assign(cost[k * w:(k + 1) * w, target * w:(target + 1) * w])
-        perm[k * w:(k + 1) * w] = target * w + local
+        local = _assign(cost[k * w : (k + 1) * w, target * w : (target + 1) * w])
+        perm[k * w : (k + 1) * w] = target * w + local
     return torch.from_numpy(perm)
 
 
@@ -173,7 +189,9 @@ def _block_map(perm: torch.Tensor, group: UnitGroup) -> list[int]:
     return [int(perm[k * group.block_width]) // group.block_width for k in range(group.blocks)]
 
 
-def _update_group(problem: _Problem, group: UnitGroup, perms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
+def _update_group(
+    problem: _Problem, group: UnitGroup, perms: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, float]:
     """The group's best permutation with the others fixed, and the objective's gain (J is
     linear in it, so the gain is read off the cost matrix without re-evaluating J)."""
     cost = problem.cost(group, perms)
@@ -185,13 +203,17 @@ def _update_group(problem: _Problem, group: UnitGroup, perms: dict[str, torch.Te
     return new, float(cost[rows, new.numpy()].sum() - cost[rows, perms[group.name].numpy()].sum())
 
 
-def _update_coupling(problem: _Problem, coupling: Sequence[str], perms: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _update_coupling(
+    problem: _Problem, coupling: Sequence[str], perms: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """Best block permutation shared by coupled groups, each with its within-block assignments."""
     groups = [problem.sym.group(n) for n in coupling]
     blocks = groups[0].blocks
     if math.factorial(blocks) > MAX_BLOCK_PERMUTATIONS:
-        raise ValueError(f"coupled groups {tuple(coupling)} have {blocks} blocks: trying all {blocks}! "
-                         f"block permutations is too many (limit {MAX_BLOCK_PERMUTATIONS})")
+        raise ValueError(
+            f"coupled groups {tuple(coupling)} have {blocks} blocks: trying all {blocks}! "
+            f"block permutations is too many (limit {MAX_BLOCK_PERMUTATIONS})"
+        )
     best, best_value = None, -math.inf
     for sigma in itertools.permutations(range(blocks)):
         trial = dict(perms)
@@ -212,8 +234,11 @@ def _improves(new: float, old: float) -> bool:
     return new > old + 1e-12 * max(1.0, abs(old))
 
 
-def weight_matching(sym: Symmetry, pairs: Sequence[tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]],
-                    max_sweeps: int = 100) -> Alignment:
+def weight_matching(
+    sym: Symmetry,
+    pairs: Sequence[tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]],
+    max_sweeps: int = 100,
+) -> Alignment:
     """Permutations of B maximising sum over (A, B) in ``pairs`` of <A, P B> (see module doc).
     ``pairs`` holds one (A, B) pair of single-network state dicts, or several channels of
     one alignment (e.g. (mean_A, mean_B) and (std_A, std_B))."""
@@ -226,7 +251,7 @@ def weight_matching(sym: Symmetry, pairs: Sequence[tuple[Mapping[str, torch.Tens
     before = current = problem.objective(perms)
     order = topological_group_order(sym)
     converged, sweeps = False, 0
-    for sweeps in range(1, max_sweeps + 1):
+    for sweeps in range(1, max_sweeps + 1):  # noqa: B007 (the count is returned)
         changed, done = False, set()
         for g in order:
             if g.name in done:
@@ -250,19 +275,33 @@ def weight_matching(sym: Symmetry, pairs: Sequence[tuple[Mapping[str, torch.Tens
     return Alignment(perms, before, problem.objective(perms), sweeps, converged)
 
 
-def align_state(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], sym: Symmetry,
-                max_sweeps: int = 100) -> tuple[State, Alignment]:
+def align_state(
+    a: Mapping[str, torch.Tensor],
+    b: Mapping[str, torch.Tensor],
+    sym: Symmetry,
+    max_sweeps: int = 100,
+) -> tuple[State, Alignment]:
     """B permuted to match A (every state entry moves, BatchNorm statistics included)."""
     result = weight_matching(sym, [(a, b)], max_sweeps)
     return apply_permutations(b, sym, result.perms), result
 
 
-def align_gaussian(mean_a: Mapping[str, torch.Tensor], std_a: Mapping[str, torch.Tensor],
-                   mean_b: Mapping[str, torch.Tensor], std_b: Mapping[str, torch.Tensor], sym: Symmetry,
-                   use_std: bool = True, max_sweeps: int = 100) -> tuple[State, State, Alignment]:
+def align_gaussian(
+    mean_a: Mapping[str, torch.Tensor],
+    std_a: Mapping[str, torch.Tensor],
+    mean_b: Mapping[str, torch.Tensor],
+    std_b: Mapping[str, torch.Tensor],
+    sym: Symmetry,
+    use_std: bool = True,
+    max_sweeps: int = 100,
+) -> tuple[State, State, Alignment]:
     """Align mean-field Gaussian B to A: means and standard deviations permuted together.
     The cost uses both (2-Wasserstein between the diagonal Gaussians), or the means only
     with ``use_std=False``. Entries with no variational factor carry std 0."""
     pairs = [(mean_a, mean_b)] + ([(std_a, std_b)] if use_std else [])
     result = weight_matching(sym, pairs, max_sweeps)
-    return (apply_permutations(mean_b, sym, result.perms), apply_permutations(std_b, sym, result.perms), result)
+    return (
+        apply_permutations(mean_b, sym, result.perms),
+        apply_permutations(std_b, sym, result.perms),
+        result,
+    )

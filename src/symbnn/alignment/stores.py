@@ -29,71 +29,126 @@ from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
 
 def _check_same_architecture(a: Store, b: Store) -> None:
     if a.architecture != b.architecture:
-        raise StoreError(f"{b.path}: architecture {b.architecture} differs from {a.path}'s {a.architecture}")
+        raise StoreError(
+            f"{b.path}: architecture {b.architecture} differs from {a.path}'s {a.architecture}"
+        )
 
 
 def _row(store: Store, row: int, what: str) -> int:
     if not -store.n_samples <= row < store.n_samples:
-        raise ValueError(f"{what}: row {row} is out of range for {store.path} ({store.n_samples} samples)")
+        raise ValueError(
+            f"{what}: row {row} is out of range for {store.path} ({store.n_samples} samples)"
+        )
     return row % store.n_samples
 
 
-def align_store(a_path: str | os.PathLike, b_path: str | os.PathLike, out_path: str | os.PathLike, *,
-                reference: int = 0, pairwise: bool = False, max_sweeps: int = 100,
-                overwrite: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Store:
+def align_store(
+    a_path: str | os.PathLike,
+    b_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    reference: int = 0,
+    pairwise: bool = False,
+    max_sweeps: int = 100,
+    overwrite: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> Store:
     a, b = open_store(a_path), open_store(b_path)
     _check_same_architecture(a, b)
     if pairwise and a.n_samples < b.n_samples:
-        raise ValueError(f"pairwise alignment: {a.path} has {a.n_samples} samples, fewer than {b.path}'s {b.n_samples}")
+        raise ValueError(
+            f"pairwise alignment: {a.path} has {a.n_samples} samples, fewer than {b.path}'s {b.n_samples}"
+        )
     sym = unit_groups(b.architecture)
-    refs = np.arange(b.n_samples) if pairwise else np.full(b.n_samples, _row(a, reference, "--reference"))
-    attrs = {**b.attrs, "alignment": {"reference_store": os.fspath(a_path), "source": os.fspath(b_path),
-                                      "reference": "pairwise" if pairwise else int(refs[0]),
-                                      "method": "weight matching", "max_sweeps": max_sweeps}}
-    with StoreWriter(out_path, attrs, kind="aligned", expected_samples=b.n_samples, overwrite=overwrite) as writer:
-        cached: dict[int, DenseState] = {}  # A's reference row, prepared once for all rows aligned to it
+    refs = (
+        np.arange(b.n_samples)
+        if pairwise
+        else np.full(b.n_samples, _row(a, reference, "--reference"))
+    )
+    attrs = {
+        **b.attrs,
+        "alignment": {
+            "reference_store": os.fspath(a_path),
+            "source": os.fspath(b_path),
+            "reference": "pairwise" if pairwise else int(refs[0]),
+            "method": "weight matching",
+            "max_sweeps": max_sweeps,
+        },
+    }
+    with StoreWriter(
+        out_path, attrs, kind="aligned", expected_samples=b.n_samples, overwrite=overwrite
+    ) as writer:
+        cached: dict[
+            int, DenseState
+        ] = {}  # A's reference row, prepared once for all rows aligned to it
         for rows, block in iter_state_blocks(b, block_bytes):
             states, results = [], []
             for i in range(rows.start, rows.stop):
                 ref = int(refs[i])
                 if ref not in cached:
                     cached = {ref: dense_state(a.state_dict(ref), sym)}
-                aligned, result = align_state(cached[ref], {k: v[i - rows.start] for k, v in block.items()},
-                                              sym, max_sweeps)
+                aligned, result = align_state(
+                    cached[ref], {k: v[i - rows.start] for k, v in block.items()}, sym, max_sweeps
+                )
                 states.append(aligned)
                 results.append(result)
             info: dict[str, Any] = {name: b.info(name, rows) for name in b.info_names}
-            info.update({f"align_perm.{g}": torch.stack([r.perms[g] for r in results]).numpy().astype(np.int64)
-                         for g in results[0].perms})
+            info.update(
+                {
+                    f"align_perm.{g}": torch.stack([r.perms[g] for r in results])
+                    .numpy()
+                    .astype(np.int64)
+                    for g in results[0].perms
+                }
+            )
             info["align_objective_before"] = np.array([r.objective_before for r in results])
             info["align_objective_after"] = np.array([r.objective_after for r in results])
             info["align_reference"] = refs[rows].astype(np.int64)
-            writer.append({name: torch.stack([s[name] for s in states]).numpy() for name in b.state_names}, info)
+            writer.append(
+                {name: torch.stack([s[name] for s in states]).numpy() for name in b.state_names},
+                info,
+            )
     return open_store(out_path)
 
 
-def interpolation_curves(spec: dict[str, Any], a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], sets: dict,
-                         points: int = 11, reset_data=None, bn_batches: int = 20,
-                         max_sweeps: int = 100) -> pl.DataFrame:
+def interpolation_curves(
+    spec: dict[str, Any],
+    a: dict[str, torch.Tensor],
+    b: dict[str, torch.Tensor],
+    sets: dict,
+    points: int = 11,
+    reset_data=None,
+    bn_batches: int = 20,
+    max_sweeps: int = 100,
+) -> pl.DataFrame:
     """Curves of theta(t) between A and B as stored ("none") and after aligning B to A
     ("weight_matching"), stacked with an ``alignment`` column."""
     aligned, _ = align_state(a, b, unit_groups(spec), max_sweeps)
     ts = grid(points)
-    parts = [network_curve(spec, a, other, ts, sets, reset_data=reset_data, bn_batches=bn_batches)
-             .with_columns(pl.lit(name).alias("alignment"))
-             for name, other in (("none", b), ("weight_matching", aligned))]
+    parts = [
+        network_curve(
+            spec, a, other, ts, sets, reset_data=reset_data, bn_batches=bn_batches
+        ).with_columns(pl.lit(name).alias("alignment"))
+        for name, other in (("none", b), ("weight_matching", aligned))
+    ]
     return pl.concat(parts).select("alignment", "split", "t", "loss", "accuracy")
 
 
-def data_sets(store: Store, data_root: str | os.PathLike, splits: tuple[str, ...] = ("train", "test"),
-              download: bool = False):
+def data_sets(
+    store: Store,
+    data_root: str | os.PathLike,
+    splits: tuple[str, ...] = ("train", "test"),
+    download: bool = False,
+):
     """The experiment's (train, test) data named by the store's ``data`` attribute."""
     from symbnn.posterior import load_in_distribution
 
     data_cfg = store.attrs.get("data")
     if not isinstance(data_cfg, dict) or "train" not in data_cfg:
-        raise StoreError(f"{store.path}: attribute 'data' ({data_cfg!r}) does not name the experiment's dataset; "
-                         "`symbnn barrier` needs it to evaluate the losses")
+        raise StoreError(
+            f"{store.path}: attribute 'data' ({data_cfg!r}) does not name the experiment's dataset; "
+            "`symbnn barrier` needs it to evaluate the losses"
+        )
     train, test = load_in_distribution(data_cfg, data_root, download)
     every = {"train": train, "test": test}
     unknown = set(splits) - set(every)
@@ -102,18 +157,34 @@ def data_sets(store: Store, data_root: str | os.PathLike, splits: tuple[str, ...
     return {s: every[s] for s in splits}, train
 
 
-def store_barriers(a_path: str | os.PathLike, b_path: str | os.PathLike, *, row_a: int = 0, row_b: int = 0,
-                   data_root: str | os.PathLike = "data", splits: tuple[str, ...] = ("test",), points: int = 11,
-                   bn_batches: int = 20, max_sweeps: int = 100) -> tuple[pl.DataFrame, pl.DataFrame]:
+def store_barriers(
+    a_path: str | os.PathLike,
+    b_path: str | os.PathLike,
+    *,
+    row_a: int = 0,
+    row_b: int = 0,
+    data_root: str | os.PathLike = "data",
+    splits: tuple[str, ...] = ("test",),
+    points: int = 11,
+    bn_batches: int = 20,
+    max_sweeps: int = 100,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(curves, barriers) between network ``row_a`` of A and ``row_b`` of B, without and
     with alignment, on the data of A's ``data`` attribute; BatchNorm statistics re-estimated
     on the training set along the path when the model has BatchNorm."""
     a, b = open_store(a_path), open_store(b_path)
     _check_same_architecture(a, b)
     sets, train = data_sets(a, data_root, splits)
-    curves = interpolation_curves(a.architecture, a.state_dict(_row(a, row_a, "--row-a")),
-                                  b.state_dict(_row(b, row_b, "--row-b")), sets, points, reset_data=train,
-                                  bn_batches=bn_batches, max_sweeps=max_sweeps)
+    curves = interpolation_curves(
+        a.architecture,
+        a.state_dict(_row(a, row_a, "--row-a")),
+        b.state_dict(_row(b, row_b, "--row-b")),
+        sets,
+        points,
+        reset_data=train,
+        bn_batches=bn_batches,
+        max_sweeps=max_sweeps,
+    )
     return curves, barrier_table(curves)
 
 
@@ -124,6 +195,8 @@ def converged_pair(path: str | os.PathLike) -> tuple[int, int]:
 
     store = open_store(path)
     if store.n_samples < 2:
-        raise ValueError(f"{store.path}: alignment needs two networks, the store has {store.n_samples}")
+        raise ValueError(
+            f"{store.path}: alignment needs two networks, the store has {store.n_samples}"
+        )
     rows = converged_rows(path)
     return (rows[0], rows[1]) if len(rows) >= 2 else (0, 1)

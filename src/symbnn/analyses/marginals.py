@@ -25,9 +25,9 @@ from itertools import combinations
 import numpy as np
 import torch
 
+from symbnn.analyses.settings import known_keys
 from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, train_stacked
 from symbnn.symmetry import apply_scales, canonicalize, unit_groups
-from symbnn.analyses.settings import known_keys
 
 STAGES = ("trained", "scaled", "canonical")
 DATASETS = ("diabetes",)
@@ -42,7 +42,7 @@ class MarginalSettings:
     epochs: int = 60
     batch_size: int = 32
     lr: float = 0.01
-    alpha: float = 0.05          # level at which the summary counts rejections
+    alpha: float = 0.05  # level at which the summary counts rejections
     plot_units: int = 4
 
     @classmethod
@@ -52,13 +52,19 @@ class MarginalSettings:
             config["hidden"] = tuple(int(w) for w in config["hidden"])
         settings = cls(**config)
         if settings.dataset not in DATASETS:
-            raise ValueError(f"analyses.marginals.dataset: unknown dataset {settings.dataset!r} "
-                             f"(known: {', '.join(DATASETS)})")
+            raise ValueError(
+                f"analyses.marginals.dataset: unknown dataset {settings.dataset!r} "
+                f"(known: {', '.join(DATASETS)})"
+            )
         if not settings.hidden or min(settings.hidden) < 2:
-            raise ValueError(f"analyses.marginals.hidden: need hidden layers of at least two units, "
-                             f"got {list(settings.hidden)}")
+            raise ValueError(
+                f"analyses.marginals.hidden: need hidden layers of at least two units, "
+                f"got {list(settings.hidden)}"
+            )
         if settings.n_networks < 2:
-            raise ValueError("analyses.marginals.n_networks: a two-sample test needs at least 2 networks")
+            raise ValueError(
+                "analyses.marginals.n_networks: a two-sample test needs at least 2 networks"
+            )
         return settings
 
 
@@ -77,7 +83,9 @@ def tabular_regression(name: str = "diabetes") -> tuple[torch.Tensor, torch.Tens
 def symmetry_stages(state: State, widths) -> dict[str, State]:
     sym = unit_groups(mlp_spec(widths))
     trained = {k: v.to(torch.float64) for k, v in state.items()}
-    canonical = canonicalize(trained, sym, scale="unitnorm", key="max", softmax_shift=False, on_dead="keep")
+    canonical = canonicalize(
+        trained, sym, scale="unitnorm", key="max", softmax_shift=False, on_dead="keep"
+    )
     scaled = apply_scales(trained, sym, canonical.scales)
     return {"trained": trained, "scaled": scaled, "canonical": canonical.state}
 
@@ -88,7 +96,7 @@ def unit_samples(state: State) -> dict[str, np.ndarray]:
     names = sorted((k for k in state if k.endswith(".weight")), key=lambda k: int(k.split(".")[1]))
     out = {}
     for i, name in enumerate(names):
-        w = state[name].numpy()                                   # (K, rows, cols)
+        w = state[name].numpy()  # (K, rows, cols)
         units = w if i < len(names) - 1 else w.transpose(0, 2, 1)
         out[name] = np.ascontiguousarray(units.transpose(1, 2, 0))
     return out
@@ -99,14 +107,23 @@ def ks_tests(stages: dict[str, State]):
     import polars as pl
     from scipy.stats import ks_2samp
 
-    rows = {k: [] for k in ("stage", "layer", "unit_a", "unit_b", "coordinate", "statistic", "pvalue", "n")}
+    rows = {
+        k: []
+        for k in ("stage", "layer", "unit_a", "unit_b", "coordinate", "statistic", "pvalue", "n")
+    }
     for stage, state in stages.items():
         for layer, samples in unit_samples(state).items():
             units, coords, n = samples.shape
             for a, b in combinations(range(units), 2):
                 # ks_2samp is vectorised over the leading axis with axis=-1
                 result = ks_2samp(samples[a], samples[b], axis=-1)
-                for key, value in (("stage", stage), ("layer", layer), ("unit_a", a), ("unit_b", b), ("n", n)):
+                for key, value in (
+                    ("stage", stage),
+                    ("layer", layer),
+                    ("unit_a", a),
+                    ("unit_b", b),
+                    ("n", n),
+                ):
                     rows[key].extend([value] * coords)
                 rows["coordinate"].extend(range(coords))
                 rows["statistic"].extend(np.atleast_1d(result.statistic).astype(float).tolist())
@@ -120,12 +137,19 @@ def ks_summary(tests, alpha: float = 0.05):
     import polars as pl
 
     order = {stage: i for i, stage in enumerate(STAGES)}
-    return (tests.group_by("stage", "layer")
-            .agg(pl.len().alias("tests"), pl.col("pvalue").median().alias("median_p"),
-                 pl.col("pvalue").min().alias("min_p"), (pl.col("pvalue") < alpha).mean().alias(f"rejected_at_{alpha}"),
-                 pl.col("statistic").median().alias("median_statistic"))
-            .with_columns(pl.col("stage").replace_strict(order).alias("_order"))
-            .sort("_order", "layer").drop("_order"))
+    return (
+        tests.group_by("stage", "layer")
+        .agg(
+            pl.len().alias("tests"),
+            pl.col("pvalue").median().alias("median_p"),
+            pl.col("pvalue").min().alias("min_p"),
+            (pl.col("pvalue") < alpha).mean().alias(f"rejected_at_{alpha}"),
+            pl.col("statistic").median().alias("median_statistic"),
+        )
+        .with_columns(pl.col("stage").replace_strict(order).alias("_order"))
+        .sort("_order", "layer")
+        .drop("_order")
+    )
 
 
 @dataclass
@@ -140,12 +164,22 @@ def run_marginals(settings: MarginalSettings) -> MarginalResult:
     x, y = tabular_regression(settings.dataset)
     widths = (x.shape[1], *settings.hidden, 1)
     seeds = range(settings.first_seed, settings.first_seed + settings.n_networks)
-    state = train_stacked(widths, x, y, seeds, epochs=settings.epochs, batch_size=settings.batch_size,
-                          lr=settings.lr, loss="mse")
+    state = train_stacked(
+        widths,
+        x,
+        y,
+        seeds,
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        loss="mse",
+    )
     losses = dataset_loss(state, x, y, "mse").numpy()
     if not np.isfinite(losses).all():
-        raise ValueError(f"analyses.marginals: {int((~np.isfinite(losses)).sum())} networks diverged "
-                         f"(lr {settings.lr} too large?)")
+        raise ValueError(
+            f"analyses.marginals: {int((~np.isfinite(losses)).sum())} networks diverged "
+            f"(lr {settings.lr} too large?)"
+        )
     stages = symmetry_stages(state, widths)
     tests = ks_tests(stages)
     return MarginalResult(stages, losses, tests, ks_summary(tests, settings.alpha))
@@ -159,18 +193,23 @@ def marginals_figure(result: MarginalResult, path, units: int = 4, title: str = 
 
     samples_by_stage = {stage: unit_samples(result.stages[stage]) for stage in STAGES}
     layers = list(samples_by_stage["trained"])
-    fig, axes = plt.subplots(len(layers), len(STAGES), figsize=(4.2 * len(STAGES), 2.8 * len(layers)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(layers), len(STAGES), figsize=(4.2 * len(STAGES), 2.8 * len(layers)), squeeze=False
+    )
     for c, stage in enumerate(STAGES):
         samples = samples_by_stage[stage]
         for r, layer in enumerate(layers):
             ax = axes[r][c]
-            picked = np.unique(np.linspace(0, samples[layer].shape[0] - 1, units).round().astype(int))
+            picked = np.unique(
+                np.linspace(0, samples[layer].shape[0] - 1, units).round().astype(int)
+            )
             values = samples[layer][picked, 0, :]
             bins = np.linspace(np.quantile(values, 0.01), np.quantile(values, 0.99), 25)
             for u, v in zip(picked, values):
                 ax.hist(v, bins=bins, histtype="step", density=True, lw=1.3, label=f"unit {u}")
-            row = result.summary.filter((result.summary["stage"] == stage) & (result.summary["layer"] == layer))
+            row = result.summary.filter(
+                (result.summary["stage"] == stage) & (result.summary["layer"] == layer)
+            )
             ax.set_title(f"{layer}, {stage}\nmedian KS p = {row['median_p'][0]:.2g}", fontsize=9)
             if r == len(layers) - 1:
                 ax.set_xlabel("weight value (coordinate 0)")

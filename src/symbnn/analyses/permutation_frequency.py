@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from symbnn.analyses.settings import known_keys
 from symbnn.data.core import ImageData
 from symbnn.symmetry import canonicalize, unit_groups
 from symbnn.train.batches import batch_bounds
 from symbnn.train.loop import fit_module
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model
-from symbnn.analyses.settings import known_keys
 
 KEYS = ("max", "first")
 
@@ -65,8 +65,8 @@ class FrequencySettings:
     runs: int = 4
     first_seed: int = 0
     every_k_steps: int = 5
-    epochs: int | None = None              # None: the experiment recipe's epochs
-    milestones: tuple[int, ...] | None = None   # None: the recipe's (kept if within the epochs)
+    epochs: int | None = None  # None: the experiment recipe's epochs
+    milestones: tuple[int, ...] | None = None  # None: the recipe's (kept if within the epochs)
 
     @classmethod
     def from_dict(cls, config: dict | None) -> FrequencySettings:
@@ -90,8 +90,14 @@ class FrequencySettings:
         return recipe
 
 
-def snapshots(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seed: int, every: int,
-              device: torch.device | str = "cpu") -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray]:
+def snapshots(
+    model_spec: dict[str, Any],
+    recipe: Recipe,
+    train: ImageData,
+    seed: int,
+    every: int,
+    device: torch.device | str = "cpu",
+) -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray]:
     """Train one seed; return the stacked weights at steps 0, every, 2 every, ... and the
     last step (name -> (T, *shape) on the CPU), those steps, and the lr in force at each."""
     model = build_seeded_model(model_spec, seed).to(device)
@@ -101,7 +107,9 @@ def snapshots(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seed
 
     def take(step: int, model: torch.nn.Module) -> None:
         if step % every == 0 or step == last:
-            taken.append({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+            taken.append(
+                {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            )
             steps.append(step)
 
     take(0, model)
@@ -112,8 +120,9 @@ def snapshots(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seed
     return state, np.array(steps), np.array(lrs)
 
 
-def sorting_permutations(state: dict[str, torch.Tensor], model_spec: dict[str, Any],
-                         keys: Sequence[str] = KEYS) -> dict[tuple[str, str], torch.Tensor]:
+def sorting_permutations(
+    state: dict[str, torch.Tensor], model_spec: dict[str, Any], keys: Sequence[str] = KEYS
+) -> dict[tuple[str, str], torch.Tensor]:
     """(key, unit group) -> (T, width) the canonical form's sorting permutation of each
     snapshot, for groups of at least two units."""
     sym = unit_groups(model_spec)
@@ -133,8 +142,13 @@ def milestone_steps(recipe: Recipe, n_train: int) -> list[int]:
     return [m * per_epoch for m in recipe.milestones]
 
 
-def run_frequency(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, settings: FrequencySettings,
-                  device: torch.device | str = "cpu"):
+def run_frequency(
+    model_spec: dict[str, Any],
+    recipe: Recipe,
+    train: ImageData,
+    settings: FrequencySettings,
+    device: torch.device | str = "cpu",
+):
     """Two long tables: ``taus``, one row per (run, key, unit group, step) with the tau
     between the snapshot at ``step`` and the one before and the lr in force; ``perms``, the
     sorting permutation itself at every snapshot (list column)."""
@@ -142,17 +156,34 @@ def run_frequency(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, 
 
     taus, perms = [], []
     for seed in range(settings.first_seed, settings.first_seed + settings.runs):
-        state, steps, lrs = snapshots(model_spec, recipe, train, seed, settings.every_k_steps, device)
+        state, steps, lrs = snapshots(
+            model_spec, recipe, train, seed, settings.every_k_steps, device
+        )
         for (key, group), p in sorting_permutations(state, model_spec).items():
             tau = consecutive_tau(p).numpy()
-            taus.append(pl.DataFrame({
-                "run": np.full(len(tau), seed), "key": [key] * len(tau), "group": [group] * len(tau),
-                "step": steps[1:], "lr": lrs[1:], "tau": tau,
-            }))
-            perms.append(pl.DataFrame({
-                "run": np.full(len(steps), seed), "key": [key] * len(steps), "group": [group] * len(steps),
-                "step": steps, "perm": p.tolist(),
-            }))
+            taus.append(
+                pl.DataFrame(
+                    {
+                        "run": np.full(len(tau), seed),
+                        "key": [key] * len(tau),
+                        "group": [group] * len(tau),
+                        "step": steps[1:],
+                        "lr": lrs[1:],
+                        "tau": tau,
+                    }
+                )
+            )
+            perms.append(
+                pl.DataFrame(
+                    {
+                        "run": np.full(len(steps), seed),
+                        "key": [key] * len(steps),
+                        "group": [group] * len(steps),
+                        "step": steps,
+                        "perm": p.tolist(),
+                    }
+                )
+            )
     if not taus:
         raise ValueError(f"{model_spec}: no hidden unit group of two or more units to rank")
     return pl.concat(taus), pl.concat(perms)
@@ -162,9 +193,15 @@ def mean_tau(table):
     """Mean tau over runs and unit groups per (key, step), the curve of Figure 4."""
     import polars as pl
 
-    return (table.group_by("key", "step").agg(pl.col("tau").mean().alias("mean_tau"),
-                                               pl.col("tau").min().alias("min_tau"), pl.col("lr").first())
-            .sort("key", "step"))
+    return (
+        table.group_by("key", "step")
+        .agg(
+            pl.col("tau").mean().alias("mean_tau"),
+            pl.col("tau").min().alias("min_tau"),
+            pl.col("lr").first(),
+        )
+        .sort("key", "step")
+    )
 
 
 def summary(table, milestones: Sequence[int]):
@@ -175,10 +212,16 @@ def summary(table, milestones: Sequence[int]):
     first = milestones[0] if milestones else None
     last = milestones[-1] if milestones else None
     changed = pl.col("tau") < 1
-    aggs = [pl.len().alias("pairs"), changed.sum().alias("changed"), pl.col("tau").mean().alias("mean_tau")]
+    aggs = [
+        pl.len().alias("pairs"),
+        changed.sum().alias("changed"),
+        pl.col("tau").mean().alias("mean_tau"),
+    ]
     if first is not None:
-        aggs += [(changed & (pl.col("step") <= first)).sum().alias("changed_before_first_milestone"),
-                 (changed & (pl.col("step") > last)).sum().alias("changed_after_last_milestone")]
+        aggs += [
+            (changed & (pl.col("step") <= first)).sum().alias("changed_before_first_milestone"),
+            (changed & (pl.col("step") > last)).sum().alias("changed_after_last_milestone"),
+        ]
     return table.group_by("key", "group").agg(aggs).sort("key", "group")
 
 

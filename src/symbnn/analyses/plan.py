@@ -14,8 +14,10 @@ def analyses_folder(config: dict[str, Any]) -> str:
     """Where the experiment-independent analyses write (beside the experiments' folders)."""
     results = config.get("results", "results")
     if "analyses" in config["experiments"]:
-        raise ValueError(f"config.yaml: experiments: the name 'analyses' is taken by the analyses' "
-                         f"output folder {results}/analyses; rename the experiment")
+        raise ValueError(
+            f"config.yaml: experiments: the name 'analyses' is taken by the analyses' "
+            f"output folder {results}/analyses; rename the experiment"
+        )
     return f"{results}/analyses"
 
 
@@ -31,7 +33,11 @@ def settings(config: dict[str, Any], name: str) -> dict[str, Any] | None:
 def permutation_frequency_experiments(config: dict[str, Any]) -> list[str]:
     if settings(config, "permutation_frequency") is None:
         return []
-    return [e for e in config["run"] if config["experiments"][e]["model"]["name"] in PERMUTATION_FREQUENCY_MODELS]
+    return [
+        e
+        for e in config["run"]
+        if config["experiments"][e]["model"]["name"] in PERMUTATION_FREQUENCY_MODELS
+    ]
 
 
 def targets(config: dict[str, Any]) -> list[str]:
@@ -43,6 +49,8 @@ def targets(config: dict[str, Any]) -> list[str]:
     if settings(config, "marginals") is not None:
         out += [f"{folder}/report/marginals.png", f"{folder}/report/marginals_summary.md"]
     for experiment in permutation_frequency_experiments(config):
-        out += [f"{results}/{experiment}/report/permutation_frequency.png",
-                f"{results}/{experiment}/report/permutation_frequency_summary.md"]
+        out += [
+            f"{results}/{experiment}/report/permutation_frequency.png",
+            f"{results}/{experiment}/report/permutation_frequency_summary.md",
+        ]
     return out

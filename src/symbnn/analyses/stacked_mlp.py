@@ -77,8 +77,18 @@ def _check(inputs: torch.Tensor, targets: torch.Tensor, widths: Sequence[int], l
         raise ValueError(f"a scalar output is expected (widths end in 1), got {list(widths)}")
 
 
-def train_stacked(widths: Sequence[int], inputs: torch.Tensor, targets: torch.Tensor, seeds: Sequence[int], *,
-                  epochs: int, batch_size: int, lr: float, loss: str = "bce", dtype=torch.float32) -> State:
+def train_stacked(
+    widths: Sequence[int],
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    seeds: Sequence[int],
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    loss: str = "bce",
+    dtype=torch.float32,
+) -> State:
     """Train one MLP per seed with plain SGD (mini-batches in each seed's own order); returns
     the stacked final weights (CPU)."""
     _check(inputs, targets, widths, loss)
@@ -98,8 +108,18 @@ def train_stacked(widths: Sequence[int], inputs: torch.Tensor, targets: torch.Te
     return params
 
 
-def train_reference(widths: Sequence[int], inputs: torch.Tensor, targets: torch.Tensor, seed: int, *,
-                    epochs: int, batch_size: int, lr: float, loss: str = "bce", dtype=torch.float32) -> State:
+def train_reference(
+    widths: Sequence[int],
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    seed: int,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    loss: str = "bce",
+    dtype=torch.float32,
+) -> State:
     """One seed with an `nn.Module` and `torch.optim.SGD`: the check on `train_stacked`."""
     _check(inputs, targets, widths, loss)
     model = build_seeded_model(mlp_spec(widths), int(seed)).to(dtype)
@@ -111,8 +131,11 @@ def train_reference(widths: Sequence[int], inputs: torch.Tensor, targets: torch.
         for start, stop in batch_bounds(len(x), batch_size):
             idx = order[start:stop]
             out = model(x[idx])[:, 0]
-            value = (F.binary_cross_entropy_with_logits(out, y[idx]) if loss == "bce"
-                     else (out - y[idx]).square().mean())
+            value = (
+                F.binary_cross_entropy_with_logits(out, y[idx])
+                if loss == "bce"
+                else (out - y[idx]).square().mean()
+            )
             optimizer.zero_grad(set_to_none=True)
             value.backward()
             optimizer.step()
@@ -120,7 +143,9 @@ def train_reference(widths: Sequence[int], inputs: torch.Tensor, targets: torch.
 
 
 @torch.no_grad()
-def dataset_loss(state: State, inputs: torch.Tensor, targets: torch.Tensor, loss: str) -> torch.Tensor:
+def dataset_loss(
+    state: State, inputs: torch.Tensor, targets: torch.Tensor, loss: str
+) -> torch.Tensor:
     """(K,) each network's mean loss over the whole set (float64)."""
     dtype = torch.float64
     state = {k: v.to(dtype) for k, v in state.items()}

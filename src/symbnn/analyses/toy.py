@@ -27,13 +27,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, stacked_forward, train_stacked
-from symbnn.symmetry import apply_permutations, apply_scales, canonicalize, unit_groups
 from symbnn.analyses.settings import known_keys
+from symbnn.analyses.stacked_mlp import (
+    State,
+    dataset_loss,
+    mlp_spec,
+    stacked_forward,
+    train_stacked,
+)
+from symbnn.symmetry import apply_permutations, apply_scales, canonicalize, unit_groups
 
 WIDTHS = (2, 2, 1)
 STAGES = ("trained", "scaled", "sorted_output", "canonical")
-HIDDEN = "layers.0"            # the hidden unit group (and scale group) of the 2-2-1 MLP
+HIDDEN = "layers.0"  # the hidden unit group (and scale group) of the 2-2-1 MLP
 OUTPUT_WEIGHT = "layers.1.weight"
 
 
@@ -47,7 +53,7 @@ class ToySettings:
     epochs: int = 10
     batch_size: int = 10
     lr: float = 2.0
-    max_loss: float = 0.1       # networks with a larger final training loss are outliers
+    max_loss: float = 0.1  # networks with a larger final training loss are outliers
     norm: float = 3.0
     check_inputs: int = 256
     tolerance: float = 1e-5
@@ -84,10 +90,21 @@ def toy_data(n_per_class: int, class_means, seed: int) -> tuple[torch.Tensor, to
     return torch.cat(classes).float(), labels
 
 
-def train_toy(settings: ToySettings, inputs: torch.Tensor, labels: torch.Tensor, dtype=torch.float32) -> State:
+def train_toy(
+    settings: ToySettings, inputs: torch.Tensor, labels: torch.Tensor, dtype=torch.float32
+) -> State:
     seeds = range(settings.first_seed, settings.first_seed + settings.n_networks)
-    return train_stacked(WIDTHS, inputs, labels, seeds, epochs=settings.epochs, batch_size=settings.batch_size,
-                         lr=settings.lr, loss="bce", dtype=dtype)
+    return train_stacked(
+        WIDTHS,
+        inputs,
+        labels,
+        seeds,
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        loss="bce",
+        dtype=dtype,
+    )
 
 
 def inliers(losses: torch.Tensor | np.ndarray, max_loss: float) -> np.ndarray:
@@ -108,14 +125,22 @@ def symmetry_forms(state: State, norm: float = 3.0) -> dict[str, State]:
     sym = unit_groups(mlp_spec(WIDTHS))
     trained = {k: v.to(torch.float64) for k, v in state.items()}
     # the canonical form's scales are 1 / ||incoming row||; times `norm` gives rows of norm `norm`
-    canonical = canonicalize(trained, sym, scale="unitnorm", key="max", softmax_shift=False, on_dead="keep")
+    canonical = canonicalize(
+        trained, sym, scale="unitnorm", key="max", softmax_shift=False, on_dead="keep"
+    )
     to_norm = {HIDDEN: canonical.scales[HIDDEN] * norm}
     scaled = apply_scales(trained, sym, to_norm)
     by_output = scaled[OUTPUT_WEIGHT][:, 0, :].argsort(dim=1, descending=True, stable=True)
     sorted_output = apply_permutations(scaled, sym, {HIDDEN: by_output})
-    canonical_normed = apply_scales(canonical.state, sym,
-                                    {HIDDEN: torch.full_like(canonical.scales[HIDDEN], norm)})
-    return {"trained": trained, "scaled": scaled, "sorted_output": sorted_output, "canonical": canonical_normed}
+    canonical_normed = apply_scales(
+        canonical.state, sym, {HIDDEN: torch.full_like(canonical.scales[HIDDEN], norm)}
+    )
+    return {
+        "trained": trained,
+        "scaled": scaled,
+        "sorted_output": sorted_output,
+        "canonical": canonical_normed,
+    }
 
 
 @torch.no_grad()
@@ -139,10 +164,10 @@ class ToyPosterior:
     inputs: torch.Tensor
     labels: torch.Tensor
     seeds: np.ndarray
-    losses: np.ndarray          # final training loss of every network (float64)
-    kept: np.ndarray            # inlier mask
-    forms: dict[str, State]     # STAGES -> stacked states of the kept networks
-    gaps: dict[str, float]      # STAGES -> largest relative function gap over kept networks
+    losses: np.ndarray  # final training loss of every network (float64)
+    kept: np.ndarray  # inlier mask
+    forms: dict[str, State]  # STAGES -> stacked states of the kept networks
+    gaps: dict[str, float]  # STAGES -> largest relative function gap over kept networks
 
 
 def run_toy(settings: ToySettings) -> ToyPosterior:
@@ -153,14 +178,21 @@ def run_toy(settings: ToySettings) -> ToyPosterior:
     losses = dataset_loss(state, inputs, labels, "bce").numpy()
     kept = inliers(losses, settings.max_loss)
     if not kept.any():
-        raise ValueError(f"analyses.toy.max_loss = {settings.max_loss}: every network is an outlier "
-                         f"(smallest training loss {np.nanmin(losses):.3g})")
+        raise ValueError(
+            f"analyses.toy.max_loss = {settings.max_loss}: every network is an outlier "
+            f"(smallest training loss {np.nanmin(losses):.3g})"
+        )
     forms = symmetry_forms(select(state, kept), settings.norm)
     x = check_inputs(settings.check_inputs, settings.data_seed)
-    gaps = {stage: float(function_gaps(forms["trained"], form, x).max()) for stage, form in forms.items()}
+    gaps = {
+        stage: float(function_gaps(forms["trained"], form, x).max())
+        for stage, form in forms.items()
+    }
     broken = {stage: gap for stage, gap in gaps.items() if not gap <= settings.tolerance}
     if broken:
-        raise AssertionError(f"symmetry forms change the network function beyond {settings.tolerance}: {broken}")
+        raise AssertionError(
+            f"symmetry forms change the network function beyond {settings.tolerance}: {broken}"
+        )
     seeds = np.arange(settings.first_seed, settings.first_seed + settings.n_networks)
     return ToyPosterior(inputs, labels, seeds, losses, kept, forms, gaps)
 
@@ -189,7 +221,10 @@ def summary_table(result: ToyPosterior, settings: ToySettings):
     kept_losses = result.losses[result.kept]
     rows = [
         ("networks trained", f"{n}"),
-        (f"outliers removed (training loss > {settings.max_loss:g})", f"{outliers} ({100 * outliers / n:.2f}%)"),
+        (
+            f"outliers removed (training loss > {settings.max_loss:g})",
+            f"{outliers} ({100 * outliers / n:.2f}%)",
+        ),
         ("median training loss (kept)", f"{np.median(kept_losses):.3g}"),
         ("largest training loss (kept)", f"{kept_losses.max():.3g}"),
     ]
@@ -206,8 +241,12 @@ def toy_figure(result: ToyPosterior, path, bins: int = 120) -> None:
     from symbnn.report.figures import plt, save_figure
 
     weights = output_weights(result)
-    titles = {"trained": "as trained", "scaled": "scale-normalised",
-              "sorted_output": "+ sorted by output weight", "canonical": "canonical form (key max)"}
+    titles = {
+        "trained": "as trained",
+        "scaled": "scale-normalised",
+        "sorted_output": "+ sorted by output weight",
+        "canonical": "canonical form (key max)",
+    }
     fig, axes = plt.subplots(1, 5, figsize=(22, 4.3))
     x, y = result.inputs.numpy(), result.labels.numpy()
     for label, colour in ((0, "tab:blue"), (1, "tab:orange")):
@@ -225,6 +264,8 @@ def toy_figure(result: ToyPosterior, path, bins: int = 120) -> None:
         ax.set_xlabel("output weight of hidden neuron 1")
         ax.set_aspect("equal")
     axes[1].set_ylabel("output weight of hidden neuron 2")
-    fig.suptitle(f"Toy posterior: {int(result.kept.sum())} of {len(result.kept)} two-layer perceptrons "
-                 f"(outliers removed), output-layer weights")
+    fig.suptitle(
+        f"Toy posterior: {int(result.kept.sum())} of {len(result.kept)} two-layer perceptrons "
+        f"(outliers removed), output-layer weights"
+    )
     save_figure(fig, path)

@@ -7,27 +7,46 @@ from __future__ import annotations
 def _run(args) -> int:
     from symbnn.alignment.stores import align_store
 
-    store = align_store(args.a, args.b, args.output, reference=args.reference, pairwise=args.pairwise,
-                        max_sweeps=args.max_sweeps, overwrite=args.overwrite)
+    store = align_store(
+        args.a,
+        args.b,
+        args.output,
+        reference=args.reference,
+        pairwise=args.pairwise,
+        max_sweeps=args.max_sweeps,
+        overwrite=args.overwrite,
+    )
     import numpy as np
 
     before = np.median(store.info("align_objective_before"))
     after = np.median(store.info("align_objective_after"))
     target = "row i of A" if args.pairwise else f"row {args.reference} of A"
-    print(f"{store.n_samples} samples aligned to {target}; median <A, B> over tensors "
-          f"{before:.6g} -> {after:.6g}: {args.output}")
+    print(
+        f"{store.n_samples} samples aligned to {target}; median <A, B> over tensors "
+        f"{before:.6g} -> {after:.6g}: {args.output}"
+    )
     return 0
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "align", help="align the networks of store B to store A modulo permutations (weight matching)")
+        "align",
+        help="align the networks of store B to store A modulo permutations (weight matching)",
+    )
     parser.add_argument("a", metavar="A", help="reference store")
     parser.add_argument("b", metavar="B", help="store whose networks are permuted")
     parser.add_argument("output", metavar="OUT", help="aligned store to write (kind 'aligned')")
-    parser.add_argument("--reference", type=int, default=0,
-                        help="row of A every sample of B is aligned to (default: 0)")
-    parser.add_argument("--pairwise", action="store_true", help="align row i of B to row i of A instead")
-    parser.add_argument("--max-sweeps", type=int, default=100, help="coordinate-descent sweeps at most")
+    parser.add_argument(
+        "--reference",
+        type=int,
+        default=0,
+        help="row of A every sample of B is aligned to (default: 0)",
+    )
+    parser.add_argument(
+        "--pairwise", action="store_true", help="align row i of B to row i of A instead"
+    )
+    parser.add_argument(
+        "--max-sweeps", type=int, default=100, help="coordinate-descent sweeps at most"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     parser.set_defaults(handler=_run)

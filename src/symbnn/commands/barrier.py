@@ -15,33 +15,77 @@ def _run(args) -> int:
     from symbnn.alignment.stores import store_barriers
     from symbnn.report.tables import to_markdown, write_table
 
-    curves, barriers = store_barriers(args.a, args.b, row_a=args.row_a, row_b=args.row_b, data_root=args.data_root,
-                                      splits=tuple(args.split), points=args.points, bn_batches=args.bn_batches,
-                                      max_sweeps=args.max_sweeps)
+    curves, barriers = store_barriers(
+        args.a,
+        args.b,
+        row_a=args.row_a,
+        row_b=args.row_b,
+        data_root=args.data_root,
+        splits=tuple(args.split),
+        points=args.points,
+        bn_batches=args.bn_batches,
+        max_sweeps=args.max_sweeps,
+    )
     if args.curves:
         write_table(curves, args.curves)
     if args.json:
         print(json.dumps(barriers.to_dicts(), indent=2))
     else:
-        print(to_markdown(barriers.select("alignment", "split", "barrier", "barrier_midpoint", "t_max",
-                                          "loss_0", "loss_1", "accuracy_min")), end="")
+        print(
+            to_markdown(
+                barriers.select(
+                    "alignment",
+                    "split",
+                    "barrier",
+                    "barrier_midpoint",
+                    "t_max",
+                    "loss_0",
+                    "loss_1",
+                    "accuracy_min",
+                )
+            ),
+            end="",
+        )
     return 0
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "barrier", help="loss barrier between two stored networks, without and with alignment")
-    parser.add_argument("a", metavar="A", help="store holding network A (its `data` attribute names the data)")
+        "barrier", help="loss barrier between two stored networks, without and with alignment"
+    )
+    parser.add_argument(
+        "a", metavar="A", help="store holding network A (its `data` attribute names the data)"
+    )
     parser.add_argument("b", metavar="B", help="store holding network B")
     parser.add_argument("--row-a", type=int, default=0, help="row of A (default: 0)")
     parser.add_argument("--row-b", type=int, default=0, help="row of B (default: 0)")
-    parser.add_argument("--split", nargs="+", choices=("train", "test"), default=["test"],
-                        help="data split(s) the loss is measured on (default: test)")
-    parser.add_argument("--points", type=int, default=11, help="points on the path, endpoints included (default: 11)")
-    parser.add_argument("--bn-batches", type=int, default=20,
-                        help="training batches that re-estimate BatchNorm statistics along the path")
-    parser.add_argument("--max-sweeps", type=int, default=100, help="coordinate-descent sweeps at most")
-    parser.add_argument("--data-root", default="data", help="folder of the real datasets (default: data)")
-    parser.add_argument("--curves", help="also write the curves (parquet, or CSV/Markdown by suffix)")
+    parser.add_argument(
+        "--split",
+        nargs="+",
+        choices=("train", "test"),
+        default=["test"],
+        help="data split(s) the loss is measured on (default: test)",
+    )
+    parser.add_argument(
+        "--points",
+        type=int,
+        default=11,
+        help="points on the path, endpoints included (default: 11)",
+    )
+    parser.add_argument(
+        "--bn-batches",
+        type=int,
+        default=20,
+        help="training batches that re-estimate BatchNorm statistics along the path",
+    )
+    parser.add_argument(
+        "--max-sweeps", type=int, default=100, help="coordinate-descent sweeps at most"
+    )
+    parser.add_argument(
+        "--data-root", default="data", help="folder of the real datasets (default: data)"
+    )
+    parser.add_argument(
+        "--curves", help="also write the curves (parquet, or CSV/Markdown by suffix)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(handler=_run)

@@ -82,11 +82,20 @@ def _run(args) -> int:
         target, method = (args.target, args.method)
         if args.canonical:
             target, method = _canonical_inputs(args, scratch)
-        layers = args.layers or (default_layers(open_store(target), by_module=True) if args.by_module else None)
+        layers = args.layers or (
+            default_layers(open_store(target), by_module=True) if args.by_module else None
+        )
         per_layer, summary = layerwise_mmd(
-            target, method, layers=layers, target_rows=_rows(args.target_rows),
-            method_rows=_rows(args.method_rows), pvalue=args.pvalue, seed=args.seed,
-            device=args.device, max_bytes=int(args.max_mib * 2**20), config=config,
+            target,
+            method,
+            layers=layers,
+            target_rows=_rows(args.target_rows),
+            method_rows=_rows(args.method_rows),
+            pvalue=args.pvalue,
+            seed=args.seed,
+            device=args.device,
+            max_bytes=int(args.max_mib * 2**20),
+            config=config,
             expect_canonical=args.canonical,
         )
     finally:
@@ -106,28 +115,56 @@ def _run(args) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "mmd", help="layer-wise MMD between a target store and a method's sample store",
+        "mmd",
+        help="layer-wise MMD between a target store and a method's sample store",
         description="Layer-wise MMD between a target store and a method's sample store (SPEC 5).",
     )
     parser.add_argument("target", help="target posterior store")
     parser.add_argument("method", metavar="method_samples", help="the method's sample store")
     parser.add_argument("out", help="per-layer parquet file; the summary goes to OUT.summary.json")
-    parser.add_argument("--canonical", action="store_true",
-                        help="NS MMD: compare canonical weights (canonicalising if needed)")
-    parser.add_argument("--scale", default="unitnorm", help="scale mode when canonicalising (default: unitnorm)")
-    parser.add_argument("--key", default="max", help="sorting key when canonicalising (default: max)")
-    parser.add_argument("--pvalue", action="store_true", help="also run MMDAgg's aggregated permutation test")
+    parser.add_argument(
+        "--canonical",
+        action="store_true",
+        help="NS MMD: compare canonical weights (canonicalising if needed)",
+    )
+    parser.add_argument(
+        "--scale", default="unitnorm", help="scale mode when canonicalising (default: unitnorm)"
+    )
+    parser.add_argument(
+        "--key", default="max", help="sorting key when canonicalising (default: max)"
+    )
+    parser.add_argument(
+        "--pvalue", action="store_true", help="also run MMDAgg's aggregated permutation test"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the permutations")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--b1", type=int, default=2000, help="permutations for the quantiles")
-    parser.add_argument("--b2", type=int, default=2000, help="permutations for the level correction")
+    parser.add_argument(
+        "--b2", type=int, default=2000, help="permutations for the level correction"
+    )
     parser.add_argument("--b3", type=int, default=50, help="bisection steps")
-    parser.add_argument("--layers", nargs="+", default=None,
-                        help="state entries to compare (default: float entries but BatchNorm buffers)")
-    parser.add_argument("--by-module", action="store_true", help="pool each module's weight and bias into one layer")
-    parser.add_argument("--target-rows", default=None, metavar="START:STOP", help="subset of target samples")
-    parser.add_argument("--method-rows", default=None, metavar="START:STOP", help="subset of method samples")
-    parser.add_argument("--device", default="auto", help="auto (GPU if present), cpu, cuda, cuda:1, ...")
-    parser.add_argument("--max-mib", type=float, default=DEFAULT_MAX_MIB,
-                        help="read blocks of about this many MiB per store")
+    parser.add_argument(
+        "--layers",
+        nargs="+",
+        default=None,
+        help="state entries to compare (default: float entries but BatchNorm buffers)",
+    )
+    parser.add_argument(
+        "--by-module", action="store_true", help="pool each module's weight and bias into one layer"
+    )
+    parser.add_argument(
+        "--target-rows", default=None, metavar="START:STOP", help="subset of target samples"
+    )
+    parser.add_argument(
+        "--method-rows", default=None, metavar="START:STOP", help="subset of method samples"
+    )
+    parser.add_argument(
+        "--device", default="auto", help="auto (GPU if present), cpu, cuda, cuda:1, ..."
+    )
+    parser.add_argument(
+        "--max-mib",
+        type=float,
+        default=DEFAULT_MAX_MIB,
+        help="read blocks of about this many MiB per store",
+    )
     parser.set_defaults(handler=_run)

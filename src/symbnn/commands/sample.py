@@ -24,8 +24,10 @@ def _run(args) -> int:
 
     config = load_config(args.config)
     if args.experiment not in config["experiments"]:
-        raise ValueError(f"{args.config}: no experiment {args.experiment!r} "
-                         f"(defined: {', '.join(config['experiments'])})")
+        raise ValueError(
+            f"{args.config}: no experiment {args.experiment!r} "
+            f"(defined: {', '.join(config['experiments'])})"
+        )
     config = copy.deepcopy(config)
     experiment = config["experiments"][args.experiment]
     if "methods" not in experiment:
@@ -43,17 +45,35 @@ def _run(args) -> int:
         raise ValueError(str(exc)) from None
     check_variant(args.method, args.variant)
 
-    pool = Path(args.pool or Path(config.get("results", "results")) / args.experiment / "modes" / "pool.zarr")
+    pool = Path(
+        args.pool
+        or Path(config.get("results", "results")) / args.experiment / "modes" / "pool.zarr"
+    )
     if not pool.exists():
         print(f"no pool store at {pool}: training its {methods['pool']} networks first")
         first = methods.get("first_seed", 1_000_000)
         shard = pool.with_name(pool.name + ".shard")
-        train_shard(shard, args.experiment, experiment, range(first, first + methods["pool"]),
-                    data_root=config.get("data_root", "data"), device=args.device)
+        train_shard(
+            shard,
+            args.experiment,
+            experiment,
+            range(first, first + methods["pool"]),
+            data_root=config.get("data_root", "data"),
+            device=args.device,
+        )
         gather_shards([shard], pool)
         shutil.rmtree(shard)
-    store = sample_mode_store(args.output, args.experiment, experiment, args.method, args.variant, None, pool,
-                              data_root=config.get("data_root", "data"), device=args.device)
+    store = sample_mode_store(
+        args.output,
+        args.experiment,
+        experiment,
+        args.method,
+        args.variant,
+        None,
+        pool,
+        data_root=config.get("data_root", "data"),
+        device=args.device,
+    )
     print(f"wrote {store}")
     if args.predictions:
         from symbnn.device import resolve_device
@@ -62,10 +82,14 @@ def _run(args) -> int:
 
         _, test = load_in_distribution(experiment["data"], config.get("data_root", "data"))
         ood = load_out_of_distribution(experiment["data"], config.get("data_root", "data"), test)
-        write_predictions(args.output, args.predictions, test, ood, device=resolve_device(args.device))
+        write_predictions(
+            args.output, args.predictions, test, ood, device=resolve_device(args.device)
+        )
         accuracy = open_predictions(args.predictions).read("test_accuracy")
-        print(f"predictions written: {args.predictions} (sample test accuracy "
-              f"{accuracy.min():.4f} .. {accuracy.max():.4f})")
+        print(
+            f"predictions written: {args.predictions} (sample test accuracy "
+            f"{accuracy.min():.4f} .. {accuracy.max():.4f})"
+        )
     return 0
 
 
@@ -73,18 +97,35 @@ def register(subparsers) -> None:
     from symbnn.methods.registry import METHOD_NAMES
 
     parser = subparsers.add_parser(
-        "sample", help="draw one posterior approximation's weight samples for an experiment (SPEC section 4)")
-    parser.add_argument("method", metavar="METHOD", choices=METHOD_NAMES, help=f"one of {', '.join(METHOD_NAMES)}")
+        "sample",
+        help="draw one posterior approximation's weight samples for an experiment (SPEC section 4)",
+    )
+    parser.add_argument(
+        "method", metavar="METHOD", choices=METHOD_NAMES, help=f"one of {', '.join(METHOD_NAMES)}"
+    )
     parser.add_argument("output", metavar="OUT", help="sample store to write")
     parser.add_argument("--experiment", required=True, help="experiment of the config file")
-    parser.add_argument("--config", default="config.yaml", help="workflow config (default: config.yaml)")
-    parser.add_argument("--variant", choices=("single", "multi"), default="multi",
-                        help="single mode, or the modes of methods.modes (default: multi)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="override one of the method's settings (repeatable), e.g. --set rate=0.5")
+    parser.add_argument(
+        "--config", default="config.yaml", help="workflow config (default: config.yaml)"
+    )
+    parser.add_argument(
+        "--variant",
+        choices=("single", "multi"),
+        default="multi",
+        help="single mode, or the modes of methods.modes (default: multi)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override one of the method's settings (repeatable), e.g. --set rate=0.5",
+    )
     parser.add_argument("--n-samples", type=int, help="override methods.n_samples")
-    parser.add_argument("--pool", help="pool store of trained modes (default: RESULTS/NAME/modes/pool.zarr; "
-                                       "trained first when missing)")
+    parser.add_argument(
+        "--pool",
+        help="pool store of trained modes (default: RESULTS/NAME/modes/pool.zarr; "
+        "trained first when missing)",
+    )
     parser.add_argument("--predictions", help="also write the samples' test/OOD predictions here")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.set_defaults(handler=_run)

@@ -18,7 +18,10 @@ def _info(args) -> int:
     print(f"kind         {info['kind']}   experiment {info['experiment']}")
     print(f"architecture {arch}")
     print(f"samples      {info['n_samples']}   converged {info['converged']}")
-    print(f"parameters   {info['n_parameters']} per sample in {info['n_arrays']} arrays, {info['bytes'] / 2**20:.2f} MiB in all")
+    mib = info["bytes"] / 2**20
+    print(
+        f"parameters   {info['n_parameters']} per sample in {info['n_arrays']} arrays, {mib:.2f} MiB in all"
+    )
     width = max(len(name) for name in info["shapes"])
     for name, shape in info["shapes"].items():
         print(f"  {name:<{width}}  {tuple(shape)}")
@@ -38,10 +41,14 @@ def _validate(args) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("store", help="inspect a weight store")
     actions = parser.add_subparsers(dest="action", required=True)
-    info = actions.add_parser("info", help="architecture, samples, layers, shapes, bytes, converged count")
+    info = actions.add_parser(
+        "info", help="architecture, samples, layers, shapes, bytes, converged count"
+    )
     info.add_argument("path")
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(handler=_info)
-    validate = actions.add_parser("validate", help="read every chunk; fail on corruption or NaN weights")
+    validate = actions.add_parser(
+        "validate", help="read every chunk; fail on corruption or NaN weights"
+    )
     validate.add_argument("path")
     validate.set_defaults(handler=_validate)

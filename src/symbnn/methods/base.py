@@ -68,8 +68,10 @@ SampleMode = Callable[[Problem, Mode, int, dict[str, Any], int], dict[str, torch
 def split_counts(n_samples: int, n_modes: int) -> list[int]:
     """Samples per mode: as equal as possible, the first modes taking the remainder."""
     if n_modes < 1 or n_samples < n_modes:
-        raise ValueError(f"cannot split {n_samples} samples among {n_modes} modes "
-                         "(need at least one sample per mode)")
+        raise ValueError(
+            f"cannot split {n_samples} samples among {n_modes} modes "
+            "(need at least one sample per mode)"
+        )
     base, extra = divmod(n_samples, n_modes)
     return [base + (k < extra) for k in range(n_modes)]
 
@@ -83,8 +85,14 @@ def concat_states(blocks: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.
     return {name: torch.cat([b[name] for b in blocks]) for name in blocks[0]}
 
 
-def run_method(sample_mode: SampleMode, problem: Problem, modes: Sequence[Mode], n_samples: int,
-               settings: dict[str, Any], seed: int) -> MethodSamples:
+def run_method(
+    sample_mode: SampleMode,
+    problem: Problem,
+    modes: Sequence[Mode],
+    n_samples: int,
+    settings: dict[str, Any],
+    seed: int,
+) -> MethodSamples:
     """Apply `sample_mode` to each mode with its share of the n_samples; mode k draws from
     seed `seed + k`, so adding modes never changes the samples of the first ones."""
     counts = split_counts(n_samples, len(modes))
@@ -93,18 +101,25 @@ def run_method(sample_mode: SampleMode, problem: Problem, modes: Sequence[Mode],
         block = sample_mode(problem, mode, count, settings, seed + k)
         got = {len(t) for t in block.values()}
         if got != {count}:
-            raise RuntimeError(f"sampler returned {sorted(got)} samples for mode {k}, expected {count}")
+            raise RuntimeError(
+                f"sampler returned {sorted(got)} samples for mode {k}, expected {count}"
+            )
         blocks.append(block)
         mode_index += [k] * count
         mode_seed += [mode.seed] * count
-    return MethodSamples(concat_states(blocks), np.asarray(mode_index, dtype=np.int64),
-                         np.asarray(mode_seed, dtype=np.int64))
+    return MethodSamples(
+        concat_states(blocks),
+        np.asarray(mode_index, dtype=np.int64),
+        np.asarray(mode_seed, dtype=np.int64),
+    )
 
 
 def last_linear(model: nn.Module) -> tuple[str, nn.Linear]:
     """The classifier: the last `nn.Linear` the model registers (OptuNet fc2, MLP's last layer,
     ResNet-18 fc), with its qualified name."""
-    found = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    found = [
+        (name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)
+    ]
     if not found:
         raise ValueError(f"{type(model).__name__} has no nn.Linear layer")
     return found[-1]

@@ -73,6 +73,7 @@ Likelihood = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, t
 
 # ---------------------------------------------------------------- settings
 
+
 def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     """DEFAULTS updated with `settings` (the "recipe" dict merged key by key into the default
     override), checked; raises ValueError naming the bad key."""
@@ -85,8 +86,12 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
         "kl_weight": checks.number("bnn", "kl_weight", merged["kl_weight"], low=0),
         "elbo_samples": checks.integer("bnn", "elbo_samples", merged["elbo_samples"], 1),
         "prior_pi": checks.number("bnn", "prior_pi", merged["prior_pi"], low=0, high=1),
-        "prior_sigma1": checks.number("bnn", "prior_sigma1", merged["prior_sigma1"], low=0, low_open=True),
-        "prior_sigma2": checks.number("bnn", "prior_sigma2", merged["prior_sigma2"], low=0, low_open=True),
+        "prior_sigma1": checks.number(
+            "bnn", "prior_sigma1", merged["prior_sigma1"], low=0, low_open=True
+        ),
+        "prior_sigma2": checks.number(
+            "bnn", "prior_sigma2", merged["prior_sigma2"], low=0, low_open=True
+        ),
         "rho_init": checks.number("bnn", "rho_init", merged["rho_init"]),
     }
 
@@ -101,30 +106,37 @@ def training_recipe(recipe: Recipe, override: dict[str, Any]) -> Recipe:
 
 # ---------------------------------------------------------------- densities and KL
 
-def log_normal(x: torch.Tensor, mean: torch.Tensor | float, std: torch.Tensor | float) -> torch.Tensor:
+
+def log_normal(
+    x: torch.Tensor, mean: torch.Tensor | float, std: torch.Tensor | float
+) -> torch.Tensor:
     """Elementwise log N(x; mean, std^2)."""
     std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
     return -0.5 * _LOG_2PI - torch.log(std) - 0.5 * ((x - mean) / std) ** 2
 
 
-def log_scale_mixture_prior(w: torch.Tensor, pi: float, sigma1: float, sigma2: float) -> torch.Tensor:
+def log_scale_mixture_prior(
+    w: torch.Tensor, pi: float, sigma1: float, sigma2: float
+) -> torch.Tensor:
     """Elementwise log(pi N(w; 0, sigma1^2) + (1 - pi) N(w; 0, sigma2^2)), via logsumexp."""
     if pi >= 1.0:
         return log_normal(w, 0.0, sigma1)
     if pi <= 0.0:
         return log_normal(w, 0.0, sigma2)
-    parts = torch.stack([math.log(pi) + log_normal(w, 0.0, sigma1),
-                         math.log1p(-pi) + log_normal(w, 0.0, sigma2)])
+    parts = torch.stack(
+        [math.log(pi) + log_normal(w, 0.0, sigma1), math.log1p(-pi) + log_normal(w, 0.0, sigma2)]
+    )
     return torch.logsumexp(parts, dim=0)
 
 
 def log_q_from_noise(sigma: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
     """Elementwise log N(mu + sigma eps; mu, sigma^2) = -log(2 pi)/2 - log sigma - eps^2/2."""
-    return -0.5 * _LOG_2PI - torch.log(sigma) - 0.5 * eps ** 2
+    return -0.5 * _LOG_2PI - torch.log(sigma) - 0.5 * eps**2
 
 
-def kl_sample(w: torch.Tensor, sigma: torch.Tensor, eps: torch.Tensor,
-              pi: float, sigma1: float, sigma2: float) -> torch.Tensor:
+def kl_sample(
+    w: torch.Tensor, sigma: torch.Tensor, eps: torch.Tensor, pi: float, sigma1: float, sigma2: float
+) -> torch.Tensor:
     """One-draw Monte-Carlo estimate log q(w) - log p(w) for w = mu + sigma eps (summed)."""
     return (log_q_from_noise(sigma, eps) - log_scale_mixture_prior(w, pi, sigma1, sigma2)).sum()
 
@@ -142,29 +154,39 @@ def cross_entropy_nll(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Ten
 
 def gaussian_nll(noise_std: float) -> Likelihood:
     """Mean over the batch of -log N(y; f(x), noise_std^2) (regression likelihood)."""
+
     def nll(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         per_point = -log_normal(targets.reshape(outputs.shape), outputs, noise_std)
         return per_point.reshape(outputs.shape[0], -1).sum(1).mean()
+
     return nll
 
 
 # ---------------------------------------------------------------- the variational model
+
 
 class MeanFieldBNN(nn.Module):
     """Mean-field Gaussian q over every parameter of `net`. Its parameters are exactly
     `mu` and `rho` (one tensor each per parameter of `net`, in `names` order); `net` itself is
     kept unregistered and only supplies the architecture and its BatchNorm buffers."""
 
-    def __init__(self, net: nn.Module, rho_init: float = -7.0, prior_pi: float = 1.0,
-                 prior_sigma1: float = 0.1, prior_sigma2: float = 0.4,
-                 noise: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        net: nn.Module,
+        rho_init: float = -7.0,
+        prior_pi: float = 1.0,
+        prior_sigma1: float = 0.1,
+        prior_sigma2: float = 0.4,
+        noise: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         object.__setattr__(self, "net", net)  # not a submodule: its parameters are not ours
         params = dict(net.named_parameters())
         self.names = list(params)
         self.mu = nn.ParameterList([nn.Parameter(p.detach().clone()) for p in params.values()])
-        self.rho = nn.ParameterList([nn.Parameter(torch.full_like(p.detach(), float(rho_init)))
-                                     for p in params.values()])
+        self.rho = nn.ParameterList(
+            [nn.Parameter(torch.full_like(p.detach(), float(rho_init))) for p in params.values()]
+        )
         self.prior = (float(prior_pi), float(prior_sigma1), float(prior_sigma2))
         self.noise = noise  # generator for training draws; None = global RNG
 
@@ -180,7 +202,9 @@ class MeanFieldBNN(nn.Module):
     def sigmas(self) -> list[torch.Tensor]:
         return [F.softplus(rho) for rho in self.rho]
 
-    def draw(self, gen: torch.Generator | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def draw(
+        self, gen: torch.Generator | None = None
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """One reparameterised draw w = mu + sigma eps and its estimate log q(w) - log p(w)."""
         gen = self.noise if gen is None else gen
         weights, kl = {}, torch.zeros((), dtype=self.mu[0].dtype, device=self.mu[0].device)
@@ -199,8 +223,15 @@ class MeanFieldBNN(nn.Module):
         weights, _ = self.draw()
         return self.forward_with(weights, x)
 
-    def elbo_loss(self, x: torch.Tensor, y: torch.Tensor, n_data: int, samples: int = 3,
-                  kl_weight: float = 1.0, nll: Likelihood = cross_entropy_nll) -> torch.Tensor:
+    def elbo_loss(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        n_data: int,
+        samples: int = 3,
+        kl_weight: float = 1.0,
+        nll: Likelihood = cross_entropy_nll,
+    ) -> torch.Tensor:
         """(1/K) sum_k [nll(batch; w_k) + kl_weight (log q(w_k) - log p(w_k)) / n_data]."""
         total = 0.0
         for _ in range(samples):
@@ -213,8 +244,10 @@ class MeanFieldBNN(nn.Module):
         """`count` draws from q as stacked plain state dicts (CPU), the network's buffers
         (BatchNorm statistics) copied into each; draws come sample after sample from `gen`."""
         template = self.net.state_dict()
-        out = {name: t.detach().cpu().unsqueeze(0).repeat(count, *([1] * t.ndim)).clone()
-               for name, t in template.items()}
+        out = {
+            name: t.detach().cpu().unsqueeze(0).repeat(count, *([1] * t.ndim)).clone()
+            for name, t in template.items()
+        }
         mus = [m.detach().cpu() for m in self.mu]
         sigmas = [s.detach().cpu() for s in self.sigmas()]
         for k in range(count):
@@ -234,8 +267,14 @@ def train_bnn(problem: Problem, seed: int, options: dict[str, Any]) -> MeanField
     """Bayes by backprop from seed `seed`'s initial weights, with `fit_module`."""
     recipe = training_recipe(problem.recipe, options["recipe"])
     net = build_seeded_model(problem.model_spec, seed).to(problem.device)
-    bnn = MeanFieldBNN(net, options["rho_init"], options["prior_pi"], options["prior_sigma1"],
-                       options["prior_sigma2"], noise_generator(seed, problem.device))
+    bnn = MeanFieldBNN(
+        net,
+        options["rho_init"],
+        options["prior_pi"],
+        options["prior_sigma1"],
+        options["prior_sigma2"],
+        noise_generator(seed, problem.device),
+    )
     n_data = len(problem.train)
 
     def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -245,8 +284,9 @@ def train_bnn(problem: Problem, seed: int, options: dict[str, Any]) -> MeanField
     return bnn.eval()
 
 
-def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any],
-                seed: int) -> dict[str, torch.Tensor]:
+def sample_mode(
+    problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int
+) -> dict[str, torch.Tensor]:
     """Train q for seed `mode.seed` (mode.state is ignored), then draw `count` samples."""
     options = check_settings(settings)
     training_recipe(problem.recipe, options["recipe"])  # fail before training
@@ -254,6 +294,19 @@ def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, An
     return bnn.sample_states(count, generator(seed))
 
 
-__all__ = ["DEFAULTS", "check_settings", "training_recipe", "log_normal", "log_scale_mixture_prior",
-           "log_q_from_noise", "kl_sample", "gaussian_kl", "cross_entropy_nll", "gaussian_nll",
-           "MeanFieldBNN", "noise_generator", "train_bnn", "sample_mode"]
+__all__ = [
+    "DEFAULTS",
+    "check_settings",
+    "training_recipe",
+    "log_normal",
+    "log_scale_mixture_prior",
+    "log_q_from_noise",
+    "kl_sample",
+    "gaussian_kl",
+    "cross_entropy_nll",
+    "gaussian_nll",
+    "MeanFieldBNN",
+    "noise_generator",
+    "train_bnn",
+    "sample_mode",
+]

@@ -48,17 +48,21 @@ _TRAIN_STREAM = 0x64726F70  # "drop": tags the training-mask stream derived from
 def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     """DEFAULTS updated with `settings`, checked; raises ValueError naming the bad key."""
     merged = checks.merged("dropout", DEFAULTS, settings)
-    return {"rate": checks.number("dropout", "rate", merged["rate"], low=0, high=1, high_open=True),
-            "layers": checks.integer("dropout", "layers", merged["layers"], 1)}
+    return {
+        "rate": checks.number("dropout", "rate", merged["rate"], low=0, high=1, high_open=True),
+        "layers": checks.integer("dropout", "layers", merged["layers"], 1),
+    }
 
 
 def dropout_layers(model: nn.Module, layers: int) -> list[tuple[str, nn.Linear]]:
     """The last `layers` nn.Linear modules of `model` (registration order), with their names."""
     found = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     if layers > len(found):
-        raise ValueError(f"dropout.layers must be <= {len(found)} (the nn.Linear layers of "
-                         f"{type(model).__name__}), got {layers}")
-    return found[len(found) - layers:]
+        raise ValueError(
+            f"dropout.layers must be <= {len(found)} (the nn.Linear layers of "
+            f"{type(model).__name__}), got {layers}"
+        )
+    return found[len(found) - layers :]
 
 
 def _scale(rate: float, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
@@ -66,8 +70,9 @@ def _scale(rate: float, dtype: torch.dtype, device: torch.device | str) -> torch
     return torch.tensor(1.0 / (1.0 - rate), dtype=dtype, device=device)
 
 
-def add_training_dropout(modules: Sequence[nn.Module], rate: float,
-                         gen: torch.Generator) -> list[torch.utils.hooks.RemovableHandle]:
+def add_training_dropout(
+    modules: Sequence[nn.Module], rate: float, gen: torch.Generator
+) -> list[torch.utils.hooks.RemovableHandle]:
     """Forward pre-hooks applying inverted dropout (rate `rate`, masks from `gen`, one per
     input element) to the input of each module, in train mode only. Returns the handles."""
 
@@ -98,22 +103,34 @@ def train_with_dropout(problem: Problem, seed: int, rate: float, layers: int) ->
     return model.eval()
 
 
-def draw_masks(in_features: Sequence[int], count: int, rate: float,
-               gen: torch.Generator) -> list[torch.Tensor]:
+def draw_masks(
+    in_features: Sequence[int], count: int, rate: float, gen: torch.Generator
+) -> list[torch.Tensor]:
     """Keep-masks (count, in_features[l]) per layer l, bool; sample after sample, layer after
     layer, so that sample k does not depend on `count`."""
     per_sample = [[torch.rand(d, generator=gen) >= rate for d in in_features] for _ in range(count)]
-    return [torch.stack([sample[l] for sample in per_sample]) if count else torch.zeros(0, d, dtype=torch.bool)
-            for l, d in enumerate(in_features)]
+    return [
+        torch.stack([sample[l] for sample in per_sample])
+        if count
+        else torch.zeros(0, d, dtype=torch.bool)
+        for l, d in enumerate(in_features)
+    ]
 
 
 @torch.no_grad()
-def fold_masks(state: dict[str, torch.Tensor], weight_names: Sequence[str],
-               masks: Sequence[torch.Tensor], rate: float) -> dict[str, torch.Tensor]:
+def fold_masks(
+    state: dict[str, torch.Tensor],
+    weight_names: Sequence[str],
+    masks: Sequence[torch.Tensor],
+    rate: float,
+) -> dict[str, torch.Tensor]:
     """Stacked samples from one state dict: W[:, j] * m_j / (1 - rate) for each named weight
     and each row of its mask (count, in_features); every other entry repeated unchanged."""
     count = masks[0].shape[0]
-    out = {name: t.detach().cpu().unsqueeze(0).repeat(count, *([1] * t.ndim)) for name, t in state.items()}
+    out = {
+        name: t.detach().cpu().unsqueeze(0).repeat(count, *([1] * t.ndim))
+        for name, t in state.items()
+    }
     for name, mask in zip(weight_names, masks):
         weight = state[name].detach().cpu()
         factor = mask.to(weight.dtype) * _scale(rate, weight.dtype, "cpu")  # 0 or exactly 1/(1-r)
@@ -121,15 +138,18 @@ def fold_masks(state: dict[str, torch.Tensor], weight_names: Sequence[str],
     return out
 
 
-def sample_trained(model: nn.Module, count: int, rate: float, layers: int, seed: int) -> dict[str, torch.Tensor]:
+def sample_trained(
+    model: nn.Module, count: int, rate: float, layers: int, seed: int
+) -> dict[str, torch.Tensor]:
     """`count` MC-dropout samples of a trained network, folded into plain state dicts."""
     targets = dropout_layers(model, layers)
     masks = draw_masks([m.in_features for _, m in targets], count, rate, generator(seed))
     return fold_masks(model.state_dict(), [f"{name}.weight" for name, _ in targets], masks, rate)
 
 
-def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any],
-                seed: int) -> dict[str, torch.Tensor]:
+def sample_mode(
+    problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int
+) -> dict[str, torch.Tensor]:
     """Train seed `mode.seed` with dropout (mode.state is ignored), then fold `count` masks."""
     options = check_settings(settings)
     dropout_layers(problem.build(), options["layers"])  # validate before training
@@ -137,5 +157,14 @@ def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, An
     return sample_trained(model, count, options["rate"], options["layers"], seed)
 
 
-__all__ = ["DEFAULTS", "check_settings", "dropout_layers", "add_training_dropout", "train_with_dropout",
-           "draw_masks", "fold_masks", "sample_trained", "sample_mode"]
+__all__ = [
+    "DEFAULTS",
+    "check_settings",
+    "dropout_layers",
+    "add_training_dropout",
+    "train_with_dropout",
+    "draw_masks",
+    "fold_masks",
+    "sample_trained",
+    "sample_mode",
+]

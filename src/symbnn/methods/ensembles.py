@@ -10,9 +10,13 @@ import torch
 from symbnn.methods.base import Mode, Problem
 
 
-def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
+def sample_mode(
+    problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int
+) -> dict[str, torch.Tensor]:
     if settings:
         raise ValueError(f"de takes no settings, got {', '.join(sorted(settings))}")
     if count != 1:
-        raise ValueError(f"a Deep Ensemble member is one network; asked for {count} samples of one mode")
+        raise ValueError(
+            f"a Deep Ensemble member is one network; asked for {count} samples of one mode"
+        )
     return {name: tensor.detach().cpu().unsqueeze(0).clone() for name, tensor in mode.state.items()}

@@ -85,8 +85,11 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
         choice("laplace", "prior_precision", prior, ("marglik",))
     else:
         prior = number("laplace", "prior_precision", prior, low=0, low_open=True)
-    return {"subset": choice("laplace", "subset", cfg["subset"], SUBSETS),
-            "hessian": choice("laplace", "hessian", cfg["hessian"], HESSIANS), "prior_precision": prior}
+    return {
+        "subset": choice("laplace", "subset", cfg["subset"], SUBSETS),
+        "hessian": choice("laplace", "hessian", cfg["hessian"], HESSIANS),
+        "prior_precision": prior,
+    }
 
 
 class _Indices(Dataset):
@@ -115,8 +118,13 @@ class _NormalizedBatches:
 def image_loader(data: ImageData, batch_size: int = BATCH_SIZE) -> DataLoader:
     """(normalised images, labels) batches over `data` in order; `len(loader.dataset)` is N.
     The loader's own generator keeps its iteration off torch's global RNG."""
-    return DataLoader(_Indices(data), batch_size=batch_size, shuffle=False,
-                      collate_fn=_NormalizedBatches(data), generator=torch.Generator().manual_seed(0))
+    return DataLoader(
+        _Indices(data),
+        batch_size=batch_size,
+        shuffle=False,
+        collate_fn=_NormalizedBatches(data),
+        generator=torch.Generator().manual_seed(0),
+    )
 
 
 def sampled_parameters(model: nn.Module, subset: str) -> list[tuple[str, torch.Size]]:
@@ -132,15 +140,18 @@ def sampled_parameters(model: nn.Module, subset: str) -> list[tuple[str, torch.S
     raise ValueError(f"laplace.subset must be one of {', '.join(SUBSETS)}; got {subset!r}")
 
 
-def to_states(flat: torch.Tensor, model: nn.Module, subset: str,
-              state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def to_states(
+    flat: torch.Tensor, model: nn.Module, subset: str, state: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """Stacked state dicts (name -> (S, *shape), CPU) from the library's samples `flat` (S, P):
     the sampled tensors cut out of each row, everything else repeated from `state`."""
     blocks = sampled_parameters(model, subset)
     total = sum(math.prod(shape) for _, shape in blocks)
     if flat.ndim != 2 or flat.shape[1] != total:
-        raise RuntimeError(f"Laplace samples have shape {tuple(flat.shape)}, expected (S, {total}) "
-                           f"for subset {subset!r}")
+        raise RuntimeError(
+            f"Laplace samples have shape {tuple(flat.shape)}, expected (S, {total}) "
+            f"for subset {subset!r}"
+        )
     count = flat.shape[0]
     flat = flat.detach().cpu()
     sampled, offset = {}, 0
@@ -148,17 +159,29 @@ def to_states(flat: torch.Tensor, model: nn.Module, subset: str,
         if name not in state:
             raise RuntimeError(f"sampled parameter {name!r} is not in the model's state dict")
         size = math.prod(shape)
-        sampled[name] = flat[:, offset:offset + size].reshape(count, *shape).to(state[name].dtype).clone()
+        sampled[name] = (
+            flat[:, offset : offset + size].reshape(count, *shape).to(state[name].dtype).clone()
+        )
         offset += size
     # Only the tensors the samples do not hold are repeated (in the state dict's order).
-    return {name: sampled[name] if name in sampled else
-            t.detach().cpu().unsqueeze(0).expand(count, *t.shape).clone()
-            for name, t in state.items()}
+    return {
+        name: sampled[name]
+        if name in sampled
+        else t.detach().cpu().unsqueeze(0).expand(count, *t.shape).clone()
+        for name, t in state.items()
+    }
 
 
-def fit_laplace(model: nn.Module, loader: DataLoader, *, likelihood: str = "classification",
-                subset: str = "all", hessian: str = "full", prior_precision: float | str = "marglik",
-                sigma_noise: float = 1.0):
+def fit_laplace(
+    model: nn.Module,
+    loader: DataLoader,
+    *,
+    likelihood: str = "classification",
+    subset: str = "all",
+    hessian: str = "full",
+    prior_precision: float | str = "marglik",
+    sigma_noise: float = 1.0,
+):
     """A fitted laplace-torch posterior at the current weights of `model` (the MAP).
 
     `model` is used as is by subset "all" (put in eval mode; BackPack hooks attached for a
@@ -171,9 +194,11 @@ def fit_laplace(model: nn.Module, loader: DataLoader, *, likelihood: str = "clas
 
     n_params = sum(math.prod(shape) for _, shape in sampled_parameters(model, subset))
     if hessian == "full" and n_params > MAX_FULL_PARAMS:
-        raise ValueError(f"laplace.hessian 'full' over {n_params} parameters (subset {subset!r}) needs a "
-                         f"dense {n_params} x {n_params} matrix (limit {MAX_FULL_PARAMS}); use "
-                         "subset last_layer or hessian kron / diag")
+        raise ValueError(
+            f"laplace.hessian 'full' over {n_params} parameters (subset {subset!r}) needs a "
+            f"dense {n_params} x {n_params} matrix (limit {MAX_FULL_PARAMS}); use "
+            "subset last_layer or hessian kron / diag"
+        )
     kwargs: dict[str, Any] = {"sigma_noise": sigma_noise}
     if hessian == "full":
         kwargs["backend"] = BackPackGGN
@@ -193,8 +218,9 @@ def fit_laplace(model: nn.Module, loader: DataLoader, *, likelihood: str = "clas
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         la.fit(loader)
         if not fixed:
-            la.optimize_prior_precision(method="marglik", pred_type="glm", prior_structure="scalar",
-                                        n_steps=MARGLIK_STEPS)
+            la.optimize_prior_precision(
+                method="marglik", pred_type="glm", prior_structure="scalar", n_steps=MARGLIK_STEPS
+            )
     return la
 
 
@@ -210,18 +236,23 @@ def fit_mode(problem: Problem, mode: Mode, settings: dict[str, Any] | None = Non
         model = problem.build(mode.state)
         model.eval()
         state = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
-        la = fit_laplace(model, image_loader(problem.train), subset=cfg["subset"],
-                         hessian=cfg["hessian"], prior_precision=cfg["prior_precision"])
+        la = fit_laplace(
+            model,
+            image_loader(problem.train),
+            subset=cfg["subset"],
+            hessian=cfg["hessian"],
+            prior_precision=cfg["prior_precision"],
+        )
     return la, model, state
 
 
-def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None,
-                seed: int) -> dict[str, torch.Tensor]:
+def sample_mode(
+    problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None, seed: int
+) -> dict[str, torch.Tensor]:
     """`count` draws from the Laplace approximation at `mode`, as name -> (count, *shape)."""
     cfg = check_settings(settings)
     count = sample_count("laplace", count)
     la, model, state = fit_mode(problem, mode, cfg)
-    with torch.random.fork_rng(devices=_fork_devices(problem.device)):
-        with torch.no_grad():
-            flat = la.sample(int(count), generator=generator(seed, problem.device))
+    with torch.random.fork_rng(devices=_fork_devices(problem.device)), torch.no_grad():
+        flat = la.sample(int(count), generator=generator(seed, problem.device))
     return to_states(flat, model, cfg["subset"], state)

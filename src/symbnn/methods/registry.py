@@ -18,8 +18,14 @@ MODULES = {
     "de": "symbnn.methods.ensembles",
 }
 METHOD_NAMES = tuple(MODULES)
-LABELS = {"dropout": "MC Dropout", "bnn": "BNN", "sghmc": "SGHMC", "swag": "SWAG",
-          "laplace": "Laplace", "de": "Deep Ensembles"}
+LABELS = {
+    "dropout": "MC Dropout",
+    "bnn": "BNN",
+    "sghmc": "SGHMC",
+    "swag": "SWAG",
+    "laplace": "Laplace",
+    "de": "Deep Ensembles",
+}
 # settings that configure the sampling as a whole, not one method
 COMMON_KEYS = ("n_samples", "modes", "pool", "first_seed", "seed", "predict_batch")
 
@@ -37,7 +43,9 @@ def variants(method: str) -> tuple[str, ...]:
 
 def check_variant(method: str, variant: str) -> str:
     if variant not in variants(method):
-        raise ValueError(f"method {method!r} has no variant {variant!r} (it has: {', '.join(variants(method))})")
+        raise ValueError(
+            f"method {method!r} has no variant {variant!r} (it has: {', '.join(variants(method))})"
+        )
     return variant
 
 

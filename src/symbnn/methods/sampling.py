@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from symbnn.device import resolve_device
 from symbnn.methods.base import Problem, concat_states
 from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import mode_shares, sampler, settings_of
-from symbnn.progress import progress
-from symbnn.device import resolve_device
 from symbnn.posterior import load_in_distribution
+from symbnn.progress import progress
 from symbnn.store import Store, StoreWriter, open_store
 from symbnn.train.recipe import Recipe
 
@@ -32,10 +32,19 @@ def mode_blocks(method: str, variant: str, methods_cfg: dict[str, Any]) -> list[
     return [list(range(n_modes))] if method == "de" else [[k] for k in range(n_modes)]
 
 
-def sample_mode_store(out_path: str | os.PathLike, experiment: str, experiment_cfg: dict[str, Any],
-                      method: str, variant: str, block: int | None, pool_path: str | os.PathLike, *,
-                      data_root: str | os.PathLike = "data", download: bool = False,
-                      device: str = "auto") -> Store:
+def sample_mode_store(
+    out_path: str | os.PathLike,
+    experiment: str,
+    experiment_cfg: dict[str, Any],
+    method: str,
+    variant: str,
+    block: int | None,
+    pool_path: str | os.PathLike,
+    *,
+    data_root: str | os.PathLike = "data",
+    download: bool = False,
+    device: str = "auto",
+) -> Store:
     """Draw the samples of block `block`'s modes (their shares of the variant's samples), or
     of every mode when `block` is None, and write them to `out_path`."""
     methods_cfg = experiment_cfg["methods"]
@@ -44,10 +53,16 @@ def sample_mode_store(out_path: str | os.PathLike, experiment: str, experiment_c
     if block is None:
         blocks, block = [[k for b in blocks for k in b]], 0
     if not 0 <= block < len(blocks):
-        raise ValueError(f"{method}/{variant} has {len(blocks)} sampling blocks; block {block} does not exist")
+        raise ValueError(
+            f"{method}/{variant} has {len(blocks)} sampling blocks; block {block} does not exist"
+        )
     train, _ = load_in_distribution(experiment_cfg["data"], data_root, download)
-    problem = Problem(experiment_cfg["model"], Recipe.from_dict(experiment_cfg["recipe"]), train,
-                      resolve_device(device))
+    problem = Problem(
+        experiment_cfg["model"],
+        Recipe.from_dict(experiment_cfg["recipe"]),
+        train,
+        resolve_device(device),
+    )
     settings = settings_of(method, methods_cfg)
     draw = sampler(method)
     parts, mode_index, mode_seed = [], [], []
@@ -70,8 +85,11 @@ def sample_mode_store(out_path: str | os.PathLike, experiment: str, experiment_c
         "settings": settings,
     }
     with StoreWriter(out_path, attrs, kind="samples", expected_samples=count) as writer:
-        writer.append(state=state, info={
-            "mode_index": np.asarray(mode_index, dtype=np.int64),
-            "mode_seed": np.asarray(mode_seed, dtype=np.int64),
-        })
+        writer.append(
+            state=state,
+            info={
+                "mode_index": np.asarray(mode_index, dtype=np.int64),
+                "mode_seed": np.asarray(mode_seed, dtype=np.int64),
+            },
+        )
     return open_store(out_path)

@@ -10,19 +10,31 @@ from typing import Any
 import numpy as np
 
 
-def merged(method: str, defaults: Mapping[str, Any], settings: Mapping[str, Any] | None) -> dict[str, Any]:
+def merged(
+    method: str, defaults: Mapping[str, Any], settings: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """`defaults` updated with `settings`; an unknown key raises ValueError naming it."""
     settings = {} if settings is None else settings
     if not isinstance(settings, Mapping):
         raise ValueError(f"{method} settings must be a mapping, got {type(settings).__name__}")
     unknown = sorted(set(settings) - set(defaults), key=str)
     if unknown:
-        raise ValueError(f"{method}.{unknown[0]} is not a setting (known: {', '.join(sorted(defaults))})")
+        raise ValueError(
+            f"{method}.{unknown[0]} is not a setting (known: {', '.join(sorted(defaults))})"
+        )
     return {**defaults, **settings}
 
 
-def number(method: str, key: str, value: Any, *, low: float | None = None, high: float | None = None,
-           low_open: bool = False, high_open: bool = False) -> float:
+def number(
+    method: str,
+    key: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     """A finite real number within [low, high] (either end open when asked)."""
     # bool is an int subclass: a YAML `true` where a number belongs is a mistake
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):

@@ -79,7 +79,9 @@ def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     merged = checks.merged(NAME, DEFAULTS, settings)
     return {
         "lr": checks.number(NAME, "lr", merged["lr"], low=0, low_open=True),
-        "friction": checks.number(NAME, "friction", merged["friction"], low=0, high=1, low_open=True),
+        "friction": checks.number(
+            NAME, "friction", merged["friction"], low=0, high=1, low_open=True
+        ),
         "temperature": checks.number(NAME, "temperature", merged["temperature"], low=0),
         "prior_precision": checks.number(NAME, "prior_precision", merged["prior_precision"], low=0),
         "burn_in_epochs": checks.integer(NAME, "burn_in_epochs", merged["burn_in_epochs"], 0),
@@ -87,8 +89,15 @@ def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def sghmc_step(theta: torch.Tensor, velocity: torch.Tensor, grad: torch.Tensor, lr: float,
-               friction: float, temperature: float, gen: torch.Generator | None) -> None:
+def sghmc_step(
+    theta: torch.Tensor,
+    velocity: torch.Tensor,
+    grad: torch.Tensor,
+    lr: float,
+    friction: float,
+    temperature: float,
+    gen: torch.Generator | None,
+) -> None:
     """One SGHMC update, in place, on tensors of any (equal) shape:
     v <- (1 - friction) v - lr grad + sqrt(2 friction lr temperature) xi;  theta <- theta + v.
     `grad` is the (stochastic) gradient of U at the current theta."""
@@ -101,12 +110,15 @@ def sghmc_step(theta: torch.Tensor, velocity: torch.Tensor, grad: torch.Tensor, 
 
 def data_order_seed(mode_seed: int, seed: int) -> int:
     """The `seed_batches` seed of a chain: a deterministic function of (mode seed, seed)."""
-    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(1, np.uint64)[0]
+    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(
+        1, np.uint64
+    )[0]
     return int(state >> np.uint64(1))
 
 
-def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None,
-                seed: int) -> dict[str, torch.Tensor]:
+def sample_mode(
+    problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None, seed: int
+) -> dict[str, torch.Tensor]:
     """`count` SGHMC samples around `mode` as a stacked CPU state dict name -> (count, *shape)."""
     cfg = check_settings(settings)
     count = checks.sample_count(NAME, count)
@@ -137,19 +149,29 @@ def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, An
 
     def snapshot() -> dict[str, torch.Tensor]:
         if not torch.isfinite(theta).all():
-            raise RuntimeError(f"{NAME}: the chain diverged (non-finite weights); lower lr "
-                               f"(now {cfg['lr']}) or raise friction (now {cfg['friction']})")
+            raise RuntimeError(
+                f"{NAME}: the chain diverged (non-finite weights); lower lr "
+                f"(now {cfg['lr']}) or raise friction (now {cfg['friction']})"
+            )
         views = dict(zip(names, (t.view(s) for t, s in zip(theta.split(sizes), shapes))))
-        return {name: (views[name] if name in views else tensor).detach().to("cpu", copy=True)
-                for name, tensor in model.state_dict().items()}
+        return {
+            name: views.get(name, tensor).detach().to("cpu", copy=True)
+            for name, tensor in model.state_dict().items()
+        }
 
     recipe = problem.recipe
     steps_per_epoch = math.ceil(n_train / recipe.batch_size)
     burn_in = cfg["burn_in_epochs"] * steps_per_epoch
     total = burn_in + count * cfg["thinning_steps"]
     epochs = math.ceil(total / steps_per_epoch)
-    batches = seed_batches(problem.train, recipe.batch_size, data_order_seed(mode.seed, seed),
-                           epochs, device, recipe.augment)
+    batches = seed_batches(
+        problem.train,
+        recipe.batch_size,
+        data_order_seed(mode.seed, seed),
+        epochs,
+        device,
+        recipe.augment,
+    )
     samples: list[dict[str, torch.Tensor]] = []
     for step, (_, x, y) in enumerate(batches, start=1):
         grad = potential_grad(x, y)

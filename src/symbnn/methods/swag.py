@@ -82,17 +82,24 @@ class SwagMoments:
     """Running SWAG statistics of flat vectors of length `dim`: first and second moments
     (kept in float64) and the last `rank` deviations from the running mean (a ring buffer)."""
 
-    def __init__(self, dim: int, rank: int, device: torch.device | str = "cpu",
-                 deviation_dtype: torch.dtype = torch.float64) -> None:
+    def __init__(
+        self,
+        dim: int,
+        rank: int,
+        device: torch.device | str = "cpu",
+        deviation_dtype: torch.dtype = torch.float64,
+    ) -> None:
         if dim < 1 or rank < 0:
-            raise ValueError(f"SwagMoments needs dim >= 1 and rank >= 0, got dim={dim}, rank={rank}")
+            raise ValueError(
+                f"SwagMoments needs dim >= 1 and rank >= 0, got dim={dim}, rank={rank}"
+            )
         self.dim, self.rank = int(dim), int(rank)
         self.n = 0
         self._mean = torch.zeros(dim, dtype=torch.float64, device=device)
         self._sq_mean = torch.zeros(dim, dtype=torch.float64, device=device)
         self._dev = torch.zeros(rank, dim, dtype=deviation_dtype, device=device)  # rows
         self._stored = 0  # deviations held (<= rank)
-        self._next = 0    # ring-buffer row the next deviation overwrites
+        self._next = 0  # ring-buffer row the next deviation overwrites
 
     def collect(self, vector: torch.Tensor) -> None:
         """Add one iterate (any shape with `dim` elements)."""
@@ -116,13 +123,13 @@ class SwagMoments:
     @property
     def diag_var(self) -> torch.Tensor:
         """Sigma_diag = max(E[theta^2] - theta_SWA^2, 0) (float64, (dim,))."""
-        return (self._sq_mean - self._mean ** 2).clamp_(min=0.0)
+        return (self._sq_mean - self._mean**2).clamp_(min=0.0)
 
     @property
     def deviations(self) -> torch.Tensor:
         """D: (dim, R) deviations of the last R = min(rank, n) iterates, oldest first."""
         if self._stored < self.rank:
-            rows = self._dev[:self._stored]
+            rows = self._dev[: self._stored]
         else:
             rows = torch.roll(self._dev, -self._next, dims=0)
         return rows.t()
@@ -135,7 +142,9 @@ class SwagMoments:
             cov = cov + d @ d.t() / (2 * (d.shape[1] - 1))
         return scale * cov
 
-    def sample(self, n: int, gen: torch.Generator | None = None, scale: float = 1.0) -> torch.Tensor:
+    def sample(
+        self, n: int, gen: torch.Generator | None = None, scale: float = 1.0
+    ) -> torch.Tensor:
         """n draws (n, dim), float64: theta_SWA + scale^(1/2) (Sigma_diag^(1/2) z1 / sqrt(2)
         + D z2 / sqrt(2 (R - 1))); the low-rank term is left out while R < 2."""
         if self.n < 2:
@@ -153,11 +162,15 @@ class SwagMoments:
 
 def data_order_seed(mode_seed: int, seed: int) -> int:
     """The `seed_batches` seed of a SWAG fit: a deterministic function of (mode seed, seed)."""
-    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(1, np.uint64)[0]
+    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(
+        1, np.uint64
+    )[0]
     return int(state >> np.uint64(1))
 
 
-def fit_swag(problem: Problem, mode: Mode, cfg: dict[str, Any], seed: int) -> tuple[nn.Module, SwagMoments]:
+def fit_swag(
+    problem: Problem, mode: Mode, cfg: dict[str, Any], seed: int
+) -> tuple[nn.Module, SwagMoments]:
     """Continue SGD from `mode` and collect the SWAG moments; returns the model (at the last
     iterate) and the moments of its flattened parameters."""
     device = torch.device(problem.device)
@@ -166,17 +179,31 @@ def fit_swag(problem: Problem, mode: Mode, cfg: dict[str, Any], seed: int) -> tu
     model.train()
     params = list(model.parameters())
     dim = sum(p.numel() for p in params)
-    moments = SwagMoments(dim, min(cfg["rank"], cfg["snapshots"]), device,
-                          deviation_dtype=params[0].dtype)
-    optimizer = torch.optim.SGD(params, lr=cfg["lr"], momentum=recipe.momentum,
-                                nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
+    moments = SwagMoments(
+        dim, min(cfg["rank"], cfg["snapshots"]), device, deviation_dtype=params[0].dtype
+    )
+    optimizer = torch.optim.SGD(
+        params,
+        lr=cfg["lr"],
+        momentum=recipe.momentum,
+        nesterov=recipe.nesterov,
+        weight_decay=recipe.weight_decay,
+    )
     total = cfg["epochs"] * math.ceil(len(problem.train) / recipe.batch_size)
     if total < cfg["snapshots"]:
-        raise ValueError(f"{NAME}.snapshots must be <= the {total} SGD steps of {cfg['epochs']} "
-                         f"epochs, got {cfg['snapshots']}")
+        raise ValueError(
+            f"{NAME}.snapshots must be <= the {total} SGD steps of {cfg['epochs']} "
+            f"epochs, got {cfg['snapshots']}"
+        )
     collect_at = {(k * total) // cfg["snapshots"] for k in range(1, cfg["snapshots"] + 1)}
-    batches = seed_batches(problem.train, recipe.batch_size, data_order_seed(mode.seed, seed),
-                           cfg["epochs"], device, recipe.augment)
+    batches = seed_batches(
+        problem.train,
+        recipe.batch_size,
+        data_order_seed(mode.seed, seed),
+        cfg["epochs"],
+        device,
+        recipe.augment,
+    )
     for step, (_, x, y) in enumerate(batches, start=1):
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
@@ -189,8 +216,9 @@ def fit_swag(problem: Problem, mode: Mode, cfg: dict[str, Any], seed: int) -> tu
     return model, moments
 
 
-def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None,
-                seed: int) -> dict[str, torch.Tensor]:
+def sample_mode(
+    problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None, seed: int
+) -> dict[str, torch.Tensor]:
     """`count` SWAG samples around `mode` as a stacked CPU state dict name -> (count, *shape)."""
     cfg = check_settings(settings)
     count = checks.sample_count(NAME, count)
@@ -207,7 +235,9 @@ def sample_mode(problem: Problem, mode: Mode, count: int, settings: dict[str, An
             for p, chunk in zip(params, theta.split(sizes)):
                 p.copy_(chunk.view_as(p))
         if refresh:
-            refresh_batchnorm(model, training_inputs(problem.train, problem.recipe.batch_size, device))
+            refresh_batchnorm(
+                model, training_inputs(problem.train, problem.recipe.batch_size, device)
+            )
         for name, tensor in model.state_dict().items():
             out[name].append(tensor.detach().to("cpu", copy=True))
     return {name: torch.stack(tensors) for name, tensors in out.items()}

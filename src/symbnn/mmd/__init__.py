@@ -23,9 +23,24 @@ from symbnn.mmd.layerwise import (
 )
 
 __all__ = [
-    "AggTestConfig", "AggregatedTest", "BUFFER_SUFFIXES", "DEFAULT_MAX_BYTES", "KERNEL_NAMES",
-    "LayerMMD", "MMDInputError", "N_BANDWIDTHS", "PooledDistances", "default_layers",
-    "layerwise_mmd", "mmd_from_distances", "mmd_values", "mmdagg_test", "network_summary",
-    "per_layer_schema", "pooled_distances", "resolve_device", "select_bandwidths",
+    "AggTestConfig",
+    "AggregatedTest",
+    "BUFFER_SUFFIXES",
+    "DEFAULT_MAX_BYTES",
+    "KERNEL_NAMES",
+    "LayerMMD",
+    "MMDInputError",
+    "N_BANDWIDTHS",
+    "PooledDistances",
+    "default_layers",
+    "layerwise_mmd",
+    "mmd_from_distances",
+    "mmd_values",
+    "mmdagg_test",
+    "network_summary",
+    "per_layer_schema",
+    "pooled_distances",
+    "resolve_device",
+    "select_bandwidths",
     "two_sample_mmd",
 ]

@@ -59,11 +59,11 @@ class AggTestConfig:
 
 @dataclass(frozen=True)
 class AggregatedTest:
-    p_value: float                 # smallest level at which MMDAgg rejects (resolution 1/b2)
-    reject: bool                   # MMDAgg's decision at config.alpha (bisection, as published)
-    u_alpha: float                 # the level correction
-    statistics: np.ndarray         # (L,) observed MMD^2_u per kernel
-    kernel_p_values: np.ndarray    # (L,) single-kernel permutation p-values (observed included)
+    p_value: float  # smallest level at which MMDAgg rejects (resolution 1/b2)
+    reject: bool  # MMDAgg's decision at config.alpha (bisection, as published)
+    u_alpha: float  # the level correction
+    statistics: np.ndarray  # (L,) observed MMD^2_u per kernel
+    kernel_p_values: np.ndarray  # (L,) single-kernel permutation p-values (observed included)
     config: AggTestConfig
 
 
@@ -78,22 +78,23 @@ def group_indicators(n: int, m: int, n_perms: int, seed: int, device: torch.devi
     return torch.from_numpy(a).to(device)
 
 
-def permuted_statistics(kernels: torch.Tensor, n: int, indicators: torch.Tensor,
-                        max_bytes: int = PRODUCT_MAX_BYTES) -> torch.Tensor:
+def permuted_statistics(
+    kernels: torch.Tensor, n: int, indicators: torch.Tensor, max_bytes: int = PRODUCT_MAX_BYTES
+) -> torch.Tensor:
     """(L, P) MMD^2_u of each kernel (L, N, N; zero diagonal) for each split in ``indicators``
     (N, P), computed as one batched product per chunk of splits (memory ~ max_bytes)."""
     n_kernels, n_rows, _ = kernels.shape
     m = n_rows - n
     flat = kernels.reshape(n_kernels * n_rows, n_rows)
-    row_sums = kernels.sum(dim=2)                       # r = K 1, (L, N)
-    total = row_sums.sum(dim=1, keepdim=True)           # 1'K1, (L, 1)
+    row_sums = kernels.sum(dim=2)  # r = K 1, (L, N)
+    total = row_sums.sum(dim=1, keepdim=True)  # 1'K1, (L, 1)
     step = max(1, max_bytes // (8 * n_kernels * n_rows))
     out = []
     for start in range(0, indicators.shape[1], step):
-        a = indicators[:, start:start + step]
+        a = indicators[:, start : start + step]
         ka = (flat @ a).reshape(n_kernels, n_rows, -1)
-        aka = ka.mul_(a.unsqueeze(0)).sum(dim=1)        # a'Ka, (L, p); in place: no second copy
-        ra = row_sums @ a                               # 1'Ka
+        aka = ka.mul_(a.unsqueeze(0)).sum(dim=1)  # a'Ka, (L, p); in place: no second copy
+        ra = row_sums @ a  # 1'Ka
         akb = ra - aka
         bkb = total - 2.0 * ra + aka
         out.append(aka / (n * (n - 1)) + bkb / (m * (m - 1)) - 2.0 * akb / (n * m))
@@ -102,11 +103,14 @@ def permuted_statistics(kernels: torch.Tensor, n: int, indicators: torch.Tensor,
 
 def _counts_at_least(sorted_rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """#{entries of sorted_rows[l] >= values[l, b]} for every l, b."""
-    return sorted_rows.shape[1] - torch.searchsorted(sorted_rows.contiguous(), values.contiguous(), side="left")
+    return sorted_rows.shape[1] - torch.searchsorted(
+        sorted_rows.contiguous(), values.contiguous(), side="left"
+    )
 
 
-def _bisect_level(m1_sorted: torch.Tensor, m2: torch.Tensor, weights: torch.Tensor,
-                  config: AggTestConfig) -> float:
+def _bisect_level(
+    m1_sorted: torch.Tensor, m2: torch.Tensor, weights: torch.Tensor, config: AggTestConfig
+) -> float:
     """MMDAgg's step 2: u_alpha by bisection on [0, min 1/w]."""
     size = m1_sorted.shape[1]
     u_min, u_max = 0.0, float((1.0 / weights).min())
@@ -126,16 +130,17 @@ def _quantiles(m1_sorted: torch.Tensor, weights: torch.Tensor, u: float, size: i
     return m1_sorted[torch.arange(len(index)), torch.tensor(index)]
 
 
-def mmdagg_test(kernels: torch.Tensor, n: int, *, config: AggTestConfig = AggTestConfig(),
-                seed: int = 0) -> AggregatedTest:
+def mmdagg_test(
+    kernels: torch.Tensor, n: int, *, config: AggTestConfig = AggTestConfig(), seed: int = 0
+) -> AggregatedTest:
     """The aggregated test on (L, N, N) kernel matrices (zero diagonal; centring advised)
     whose first ``n`` rows are the X samples. Deterministic for a given seed."""
     n_kernels, n_rows, _ = kernels.shape
     indicators = group_indicators(n, n_rows - n, config.b1 + config.b2, seed, kernels.device)
     stats = permuted_statistics(kernels, n, indicators).cpu()
     observed = stats[:, 0]
-    m1_sorted = torch.sort(stats[:, : config.b1 + 1], dim=1).values   # observed + B1 permuted
-    m2 = stats[:, config.b1 + 1:]                                      # B2 for the correction
+    m1_sorted = torch.sort(stats[:, : config.b1 + 1], dim=1).values  # observed + B1 permuted
+    m2 = stats[:, config.b1 + 1 :]  # B2 for the correction
     weights = torch.full((n_kernels,), 1.0 / n_kernels, dtype=torch.float64)
 
     u_alpha = _bisect_level(m1_sorted, m2, weights, config)

@@ -89,12 +89,16 @@ class PooledDistances:
     widths, then call `result`. Memory: two (n_rows, n_rows) float64 matrices plus one block.
     """
 
-    def __init__(self, n_rows: int, device: str | torch.device = "auto", backend: str | None = None) -> None:
+    def __init__(
+        self, n_rows: int, device: str | torch.device = "auto", backend: str | None = None
+    ) -> None:
         self.n_rows = int(n_rows)
         self.device = resolve_device(device)
         # "numba" on the CPU, "torch" elsewhere; torch on the CPU exists to test the GPU code.
         self.backend = backend or ("numba" if self.device.type == "cpu" else "torch")
-        if self.backend not in ("numba", "torch") or (self.backend == "numba" and self.device.type != "cpu"):
+        if self.backend not in ("numba", "torch") or (
+            self.backend == "numba" and self.device.type != "cpu"
+        ):
             raise ValueError(f"backend {self.backend!r} cannot run on {self.device}")
         self.n_columns = 0
         shape = (self.n_rows, self.n_rows)
@@ -127,8 +131,9 @@ class PooledDistances:
             return
         if self.backend == "numba":
             with numba_threads_for(self.n_rows**2 * block.shape[1] // 2):
-                _l1_upper_accumulate(block, self._l1, block.dtype.type(0), TILE, PANEL,
-                                     self._tile_i, self._tile_j)
+                _l1_upper_accumulate(
+                    block, self._l1, block.dtype.type(0), TILE, PANEL, self._tile_i, self._tile_j
+                )
         else:
             self._l1 += torch.cdist(block, block, p=1).double()
 
@@ -163,9 +168,14 @@ class PooledDistances:
         return d1, d2
 
 
-def pooled_distances(x: np.ndarray, y: np.ndarray, *, chunk_cols: int | None = None,
-                     device: str | torch.device = "auto",
-                     backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pooled_distances(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    chunk_cols: int | None = None,
+    device: str | torch.device = "auto",
+    backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(L1, squared L2) distance matrices of the pooled sample [x; y] from in-memory arrays
     of shape (n, d) and (m, d), fed in column blocks of ``chunk_cols`` (all at once if None)."""
     x = np.asarray(x).reshape(len(x), -1)
@@ -175,5 +185,5 @@ def pooled_distances(x: np.ndarray, y: np.ndarray, *, chunk_cols: int | None = N
     acc = PooledDistances(len(x) + len(y), device, backend)
     step = x.shape[1] if chunk_cols is None else max(1, int(chunk_cols))
     for start in range(0, x.shape[1], step):
-        acc.add(np.concatenate([x[:, start:start + step], y[:, start:start + step]]))
+        acc.add(np.concatenate([x[:, start : start + step], y[:, start : start + step]]))
     return acc.result()

@@ -20,8 +20,8 @@ class MMDInputError(ValueError):
 
 @dataclass(frozen=True)
 class LayerMMD:
-    values: np.ndarray        # (20,) MMD^2_u, laplace_0..9 then gaussian_0..9
-    bandwidths: np.ndarray    # (20,) the matching bandwidths
+    values: np.ndarray  # (20,) MMD^2_u, laplace_0..9 then gaussian_0..9
+    bandwidths: np.ndarray  # (20,) the matching bandwidths
     n_target: int
     n_method: int
     n_params: int
@@ -48,9 +48,16 @@ def check_sample_sizes(n: int, m: int, where: str = "") -> None:
         )
 
 
-def mmd_from_distances(l1: torch.Tensor, l2sq: torch.Tensor, n: int, *, n_params: int = 0,
-                       pvalue: bool = False, seed: int = 0,
-                       config: AggTestConfig = AggTestConfig()) -> LayerMMD:
+def mmd_from_distances(
+    l1: torch.Tensor,
+    l2sq: torch.Tensor,
+    n: int,
+    *,
+    n_params: int = 0,
+    pvalue: bool = False,
+    seed: int = 0,
+    config: AggTestConfig = AggTestConfig(),
+) -> LayerMMD:
     """Twenty MMD^2_u values (and, if asked, the MMDAgg test) from pooled distance matrices
     whose first ``n`` rows are the target samples."""
     m = l1.shape[0] - n
@@ -63,9 +70,16 @@ def mmd_from_distances(l1: torch.Tensor, l2sq: torch.Tensor, n: int, *, n_params
     return LayerMMD(values, bandwidths, n, m, n_params, test)
 
 
-def two_sample_mmd(x: np.ndarray, y: np.ndarray, *, pvalue: bool = False, seed: int = 0,
-                   device: str | torch.device = "auto", chunk_cols: int | None = None,
-                   config: AggTestConfig = AggTestConfig()) -> LayerMMD:
+def two_sample_mmd(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    pvalue: bool = False,
+    seed: int = 0,
+    device: str | torch.device = "auto",
+    chunk_cols: int | None = None,
+    config: AggTestConfig = AggTestConfig(),
+) -> LayerMMD:
     """The layer-wise MMD of in-memory samples x (n, ...) and y (m, ...), flattened per sample."""
     x = np.asarray(x).reshape(len(x), -1)
     y = np.asarray(y).reshape(len(y), -1)
@@ -76,5 +90,6 @@ def two_sample_mmd(x: np.ndarray, y: np.ndarray, *, pvalue: bool = False, seed: 
         if not np.isfinite(values).all():
             raise MMDInputError(f"{label} holds NaN or infinite values")
     l1, l2sq = pooled_distances(x, y, chunk_cols=chunk_cols, device=device)
-    return mmd_from_distances(l1, l2sq, len(x), n_params=x.shape[1], pvalue=pvalue, seed=seed,
-                              config=config)
+    return mmd_from_distances(
+        l1, l2sq, len(x), n_params=x.shape[1], pvalue=pvalue, seed=seed, config=config
+    )

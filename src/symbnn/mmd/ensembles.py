@@ -29,53 +29,105 @@ def split_members(store_path: str | os.PathLike, n_members: int) -> tuple[list[i
 
 def converged_rows(store_path: str | os.PathLike) -> list[int]:
     store = open_store(store_path)
-    converged = store.info("converged") if "converged" in store.info_names else np.ones(store.n_samples, bool)
+    converged = (
+        store.info("converged")
+        if "converged" in store.info_names
+        else np.ones(store.n_samples, bool)
+    )
     return np.flatnonzero(converged).tolist()
 
 
-def compare_stores(target: tuple[str | os.PathLike, str | os.PathLike],
-                   method: tuple[str | os.PathLike, str | os.PathLike], summary: dict[str, Any], *,
-                   target_rows: Any = None, method_rows: Any = None, pvalue: bool = False, seed: int = 0,
-                   device: str = "auto") -> tuple[pl.DataFrame, pl.DataFrame]:
+def compare_stores(
+    target: tuple[str | os.PathLike, str | os.PathLike],
+    method: tuple[str | os.PathLike, str | os.PathLike],
+    summary: dict[str, Any],
+    *,
+    target_rows: Any = None,
+    method_rows: Any = None,
+    pvalue: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Layer-wise MMD ("MMD" on stored weights, "NS MMD" on canonical ones) between the target
     and a method, each given as (stored store, canonical store). Returns the per-layer table
     (column ``weights``: stored | canonical) and a one-row summary starting with ``summary``."""
     layers, summary = [], dict(summary)
-    for weights, target_path, method_path in (("stored", target[0], method[0]), ("canonical", target[1], method[1])):
-        per_layer, _ = layerwise_mmd(target_path, method_path, target_rows=target_rows, method_rows=method_rows,
-                                     pvalue=pvalue, seed=seed, device=device)
+    for weights, target_path, method_path in (
+        ("stored", target[0], method[0]),
+        ("canonical", target[1], method[1]),
+    ):
+        per_layer, _ = layerwise_mmd(
+            target_path,
+            method_path,
+            target_rows=target_rows,
+            method_rows=method_rows,
+            pvalue=pvalue,
+            seed=seed,
+            device=device,
+        )
         layers.append(per_layer.with_columns(pl.lit(weights).alias("weights")))
         network = network_summary(per_layer, canonical=weights == "canonical")
         prefix = "ns_mmd" if weights == "canonical" else "mmd"
-        summary.update({f"{prefix}{key[3:]}": network[key] for key in ("mmd", "mmd_median", "mmd_mean", "mmd_max")})
+        summary.update(
+            {
+                f"{prefix}{key[3:]}": network[key]
+                for key in ("mmd", "mmd_median", "mmd_mean", "mmd_max")
+            }
+        )
     return pl.concat(layers, how="diagonal_relaxed"), pl.DataFrame([summary])
 
 
-def deep_ensembles_check(target_path: str | os.PathLike, canonical_path: str | os.PathLike,
-                         n_members: int, *, pvalue: bool = False, seed: int = 0,
-                         device: str = "auto") -> tuple[pl.DataFrame, pl.DataFrame]:
+def deep_ensembles_check(
+    target_path: str | os.PathLike,
+    canonical_path: str | os.PathLike,
+    n_members: int,
+    *,
+    pvalue: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The MMD of a Deep Ensemble of ``n_members`` target checkpoints against the disjoint
     rest (see `compare_stores` for the tables)."""
     target_rows, member_rows = split_members(target_path, n_members)
     return compare_stores(
-        (target_path, canonical_path), (target_path, canonical_path),
+        (target_path, canonical_path),
+        (target_path, canonical_path),
         {"method": "deep_ensembles", "n_target": len(target_rows), "n_members": n_members},
-        target_rows=target_rows, method_rows=member_rows, pvalue=pvalue, seed=seed, device=device,
+        target_rows=target_rows,
+        method_rows=member_rows,
+        pvalue=pvalue,
+        seed=seed,
+        device=device,
     )
 
 
-def method_mmd(target: tuple[str | os.PathLike, str | os.PathLike],
-               samples: tuple[str | os.PathLike, str | os.PathLike], *, pvalue: bool = False, seed: int = 0,
-               device: str = "auto") -> tuple[pl.DataFrame, pl.DataFrame]:
+def method_mmd(
+    target: tuple[str | os.PathLike, str | os.PathLike],
+    samples: tuple[str | os.PathLike, str | os.PathLike],
+    *,
+    pvalue: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The MMD of a method's samples against the converged target networks; the summary row
     names the method and variant from the sample store's attributes."""
     store = open_store(samples[0])
     rows = converged_rows(target[0])
     if len(rows) < 2:
-        raise MMDInputError(f"{target[0]}: {len(rows)} converged networks; the MMD needs at least 2")
+        raise MMDInputError(
+            f"{target[0]}: {len(rows)} converged networks; the MMD needs at least 2"
+        )
     return compare_stores(
-        target, samples,
-        {"method": store.attrs.get("method", "?"), "variant": store.attrs.get("variant", "?"),
-         "n_target": len(rows), "n_samples": store.n_samples},
-        target_rows=rows, pvalue=pvalue, seed=seed, device=device,
+        target,
+        samples,
+        {
+            "method": store.attrs.get("method", "?"),
+            "variant": store.attrs.get("variant", "?"),
+            "n_target": len(rows),
+            "n_samples": store.n_samples,
+        },
+        target_rows=rows,
+        pvalue=pvalue,
+        seed=seed,
+        device=device,
     )

@@ -56,11 +56,13 @@ def _packed_pairs(dist: torch.Tensor, n: int) -> tuple[torch.Tensor, tuple[int, 
     m = dist.shape[0] - n
     ix = torch.triu_indices(n, n, 1, device=dist.device)
     iy = torch.triu_indices(m, m, 1, device=dist.device)
-    packed = torch.cat([
-        dist[:n, :n][ix[0], ix[1]],
-        dist[n:, n:][iy[0], iy[1]],
-        dist[:n, n:].reshape(-1),
-    ])
+    packed = torch.cat(
+        [
+            dist[:n, :n][ix[0], ix[1]],
+            dist[n:, n:][iy[0], iy[1]],
+            dist[:n, n:].reshape(-1),
+        ]
+    )
     return packed, (ix.shape[1], iy.shape[1], n * m)
 
 
@@ -90,11 +92,11 @@ def _expm1_scaled(values, scale, out, scratch):
     for j in range(values.shape[0]):
         y = max(values[j] * to_base2, _EXP2_FLOOR)
         shifted = y + _ROUNDER
-        f = y - (shifted - _ROUNDER)             # k = shifted - _ROUNDER = round(y): 0 .. -58
+        f = y - (shifted - _ROUNDER)  # k = shifted - _ROUNDER = round(y): 0 .. -58
         p = 0.0
-        for i in range(_POW2M1.shape[0] - 1, -1, -1):    # Horner; unrolled by LLVM
+        for i in range(_POW2M1.shape[0] - 1, -1, -1):  # Horner; unrolled by LLVM
             p = p * f + _POW2M1[i]
-        out[j] = p * f                            # 2^f - 1
+        out[j] = p * f  # 2^f - 1
         scratch[j] = shifted
     for j in range(values.shape[0]):
         # The low 11 bits of (2^51 + k) + 1023 are k + 1023: the biased exponent of 2^k.
@@ -131,21 +133,23 @@ def _block_sums_cpu(dist, n, scales):
         first = np.int64(task)
         for side in range(2):
             i = first if side == 0 else n_rows - 1 - first
-            if side == 1 and i == first:          # the middle row of an odd N: done once
+            if side == 1 and i == first:  # the middle row of an odd N: done once
                 continue
             start = i + 1
             row, kernel, work = dist[i, start:], buf[start:], scratch[start:]
             for l in range(n_scales):
                 _expm1_scaled(row, scales[l], kernel, work)
                 if i < n:
-                    per_row[i, 0, l] = _sum(kernel[:n - start])
-                    per_row[i, 2, l] = _sum(kernel[n - start:])
+                    per_row[i, 0, l] = _sum(kernel[: n - start])
+                    per_row[i, 2, l] = _sum(kernel[n - start :])
                 else:
                     per_row[i, 1, l] = _sum(kernel)
     return per_row.sum(axis=0)
 
 
-def _segment_sums(packed: torch.Tensor, sizes: tuple[int, int, int], neg_inv: torch.Tensor) -> torch.Tensor:
+def _segment_sums(
+    packed: torch.Tensor, sizes: tuple[int, int, int], neg_inv: torch.Tensor
+) -> torch.Tensor:
     """(3, L): per segment of packed pair values v (X-X, Y-Y, X-Y) and per scale s, the sum of
     expm1(v * s), with torch ops (the GPU route)."""
     scale = neg_inv.to(packed.device)[:, None]
@@ -154,7 +158,9 @@ def _segment_sums(packed: torch.Tensor, sizes: tuple[int, int, int], neg_inv: to
         total = torch.zeros(len(neg_inv), dtype=torch.float64, device=packed.device)
         # Chunks of pairs keep the (L, chunk) temporaries in cache.
         for start in range(0, seg.numel(), PAIR_CHUNK):
-            total += torch.mul(seg[start:start + PAIR_CHUNK].unsqueeze(0), scale).expm1_().sum(dim=1)
+            total += (
+                torch.mul(seg[start : start + PAIR_CHUNK].unsqueeze(0), scale).expm1_().sum(dim=1)
+            )
         out.append(total)
     return torch.stack(out)
 
@@ -166,20 +172,24 @@ def _unbiased(sums, n: int, m: int):
     return 2.0 * s_xx / (n * (n - 1)) + 2.0 * s_yy / (m * (m - 1)) - 2.0 * s_xy / (n * m)
 
 
-def _mmd_values_numba(l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: torch.Tensor,
-                      neg_inv2: torch.Tensor) -> np.ndarray:
+def _mmd_values_numba(
+    l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: torch.Tensor, neg_inv2: torch.Tensor
+) -> np.ndarray:
     """The CPU route: straight from the matrices' upper triangles, no packed copies."""
     n_rows = l1.shape[0]
     out = []
     for dist, neg_inv in ((l1, neg_inv1), (l2sq, neg_inv2)):
         with numba_threads_for(n_rows * (n_rows - 1) // 2 * len(neg_inv)):
-            sums = _block_sums_cpu(np.ascontiguousarray(dist.double().numpy()), n, neg_inv.double().numpy())
+            sums = _block_sums_cpu(
+                np.ascontiguousarray(dist.double().numpy()), n, neg_inv.double().numpy()
+            )
         out.append(_unbiased(sums, n, n_rows - n))
     return np.concatenate(out)
 
 
-def _mmd_values_torch(l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: torch.Tensor,
-                      neg_inv2: torch.Tensor) -> np.ndarray:
+def _mmd_values_torch(
+    l1: torch.Tensor, l2sq: torch.Tensor, n: int, neg_inv1: torch.Tensor, neg_inv2: torch.Tensor
+) -> np.ndarray:
     """The GPU route: torch ops on the packed distinct pairs, one matrix at a time."""
     m = l1.shape[0] - n
     out = []
@@ -204,14 +214,17 @@ def gaussian_shifted(l2sq: torch.Tensor, bandwidths: torch.Tensor) -> torch.Tens
 
 def all_bandwidths(l1: torch.Tensor, l2sq: torch.Tensor, n: int) -> torch.Tensor:
     """The 20 bandwidths: 10 from the L1 cross distances, then 10 from the L2 ones."""
-    return torch.cat([
-        select_bandwidths(l1[:n, n:]),
-        select_bandwidths(l2sq[:n, n:].sqrt()),
-    ])
+    return torch.cat(
+        [
+            select_bandwidths(l1[:n, n:]),
+            select_bandwidths(l2sq[:n, n:].sqrt()),
+        ]
+    )
 
 
-def mmd_values(l1: torch.Tensor, l2sq: torch.Tensor, n: int,
-               bandwidths: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+def mmd_values(
+    l1: torch.Tensor, l2sq: torch.Tensor, n: int, bandwidths: torch.Tensor | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(twenty MMD^2_u values, twenty bandwidths) from the pooled distance matrices, whose
     first ``n`` rows are the X (target) samples. Kernels are evaluated on distinct pairs only."""
     m = l1.shape[0] - n
@@ -225,13 +238,17 @@ def mmd_values(l1: torch.Tensor, l2sq: torch.Tensor, n: int,
     return values, bandwidths.cpu().numpy()
 
 
-def centred_kernel_matrices(l1: torch.Tensor, l2sq: torch.Tensor, bandwidths: torch.Tensor) -> torch.Tensor:
+def centred_kernel_matrices(
+    l1: torch.Tensor, l2sq: torch.Tensor, bandwidths: torch.Tensor
+) -> torch.Tensor:
     """(20, N, N) kernel matrices with zero diagonal and off-diagonal entries centred on their
     mean: the statistic is unchanged, and sums of permuted blocks stay well conditioned."""
-    k = torch.cat([
-        laplace_shifted(l1, bandwidths[:N_BANDWIDTHS]),
-        gaussian_shifted(l2sq, bandwidths[N_BANDWIDTHS:]),
-    ])
+    k = torch.cat(
+        [
+            laplace_shifted(l1, bandwidths[:N_BANDWIDTHS]),
+            gaussian_shifted(l2sq, bandwidths[N_BANDWIDTHS:]),
+        ]
+    )
     n_rows = l1.shape[0]
     k.diagonal(dim1=1, dim2=2).zero_()  # expm1(0) is 0 already; make it exact
     mean_off = k.sum(dim=(1, 2)) / (n_rows * (n_rows - 1))

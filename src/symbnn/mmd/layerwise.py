@@ -37,8 +37,10 @@ CANONICAL_KIND = "canonical"
 def default_layers(store: Store, *, by_module: bool = False) -> dict[str, list[str]]:
     """Float state entries that are not BatchNorm buffers, as layer name -> entries."""
     entries = [
-        name for name in store.state_names
-        if np.dtype(store.state_array(name).dtype).kind == "f" and not name.endswith(BUFFER_SUFFIXES)
+        name
+        for name in store.state_names
+        if np.dtype(store.state_array(name).dtype).kind == "f"
+        and not name.endswith(BUFFER_SUFFIXES)
     ]
     if not by_module:
         return {name: [name] for name in entries}
@@ -48,7 +50,9 @@ def default_layers(store: Store, *, by_module: bool = False) -> dict[str, list[s
     return layers
 
 
-def _as_layers(layers: Sequence[str] | Mapping[str, Sequence[str]] | None, target: Store) -> dict[str, list[str]]:
+def _as_layers(
+    layers: Sequence[str] | Mapping[str, Sequence[str]] | None, target: Store
+) -> dict[str, list[str]]:
     if layers is None:
         return default_layers(target)
     if isinstance(layers, str):
@@ -105,8 +109,9 @@ def _check_disjoint(target: Store, method: Store, target_rows, method_rows) -> N
         )
 
 
-def pooled_blocks(target: Store, method: Store, name: str, target_rows, method_rows,
-                   max_bytes: int) -> Iterator[np.ndarray]:
+def pooled_blocks(
+    target: Store, method: Store, name: str, target_rows, method_rows, max_bytes: int
+) -> Iterator[np.ndarray]:
     """Column blocks of the pooled (n + m, d) sample of one entry. The two stores may chunk
     differently, so each emitted block is the overlap of the current blocks of both."""
     blocks_t = target.iter_param_blocks(name, max_bytes, rows=target_rows)
@@ -115,10 +120,12 @@ def pooled_blocks(target: Store, method: Store, name: str, target_rows, method_r
     while cur_t is not None and cur_m is not None:
         (a_t, b_t, x), (a_m, b_m, y) = cur_t, cur_m
         lo, hi = max(a_t, a_m), min(b_t, b_m)
-        xs, ys = x[:, lo - a_t: hi - a_t], y[:, lo - a_m: hi - a_m]
+        xs, ys = x[:, lo - a_t : hi - a_t], y[:, lo - a_m : hi - a_m]
         for store, values in ((target, xs), (method, ys)):
             if values.dtype.kind == "f" and not np.isfinite(values).all():
-                raise MMDInputError(f"{store.path}: state entry {name!r} holds NaN or infinite weights")
+                raise MMDInputError(
+                    f"{store.path}: state entry {name!r} holds NaN or infinite weights"
+                )
         yield np.concatenate([xs, ys])
         if b_t == hi:
             cur_t = next(blocks_t, None)
@@ -130,12 +137,20 @@ def store_kind(store: Store) -> str:
     return str(store.attrs.get("kind"))
 
 
-def layerwise_mmd(target_path: str | os.PathLike, method_path: str | os.PathLike, *,
-                  layers: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-                  target_rows: Any = None, method_rows: Any = None,
-                  pvalue: bool = False, seed: int = 0, device: str = "auto",
-                  max_bytes: int = DEFAULT_MAX_BYTES, config: AggTestConfig = AggTestConfig(),
-                  expect_canonical: bool = False) -> tuple[pl.DataFrame, dict[str, Any]]:
+def layerwise_mmd(
+    target_path: str | os.PathLike,
+    method_path: str | os.PathLike,
+    *,
+    layers: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    target_rows: Any = None,
+    method_rows: Any = None,
+    pvalue: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    config: AggTestConfig = AggTestConfig(),
+    expect_canonical: bool = False,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Layer-wise MMD between the target posterior store and a method's sample store.
 
     ``target_rows`` / ``method_rows`` select samples (slice or indices), e.g. target
@@ -172,24 +187,32 @@ def layerwise_mmd(target_path: str | os.PathLike, method_path: str | os.PathLike
             for block in pooled_blocks(target, method, name, target_rows, method_rows, max_bytes):
                 acc.add(block)
         l1, l2sq = acc.result()
-        result = mmd_from_distances(l1, l2sq, n, n_params=acc.n_columns, pvalue=pvalue,
-                                    seed=seed, config=config)
-        rows.append({
-            "layer": layer,
-            "entries": entries,
-            "n_params": result.n_params,
-            "n_target": n,
-            "n_method": m,
-            "mmd_median": result.median,
-            "mmd_mean": result.mean,
-            "mmd_max": result.max,
-            "mmd_values": result.values.tolist(),
-            "bandwidths": result.bandwidths.tolist(),
-            "p_value": result.test.p_value if result.test else None,
-            "reject": result.test.reject if result.test else None,
-        })
-        log.info("layer %s: %d params, median MMD^2 %.3g, %.2f s", layer, result.n_params,
-                 result.median, time.perf_counter() - start)
+        result = mmd_from_distances(
+            l1, l2sq, n, n_params=acc.n_columns, pvalue=pvalue, seed=seed, config=config
+        )
+        rows.append(
+            {
+                "layer": layer,
+                "entries": entries,
+                "n_params": result.n_params,
+                "n_target": n,
+                "n_method": m,
+                "mmd_median": result.median,
+                "mmd_mean": result.mean,
+                "mmd_max": result.max,
+                "mmd_values": result.values.tolist(),
+                "bandwidths": result.bandwidths.tolist(),
+                "p_value": result.test.p_value if result.test else None,
+                "reject": result.test.reject if result.test else None,
+            }
+        )
+        log.info(
+            "layer %s: %d params, median MMD^2 %.3g, %.2f s",
+            layer,
+            result.n_params,
+            result.median,
+            time.perf_counter() - start,
+        )
     per_layer = pl.DataFrame(rows, schema=per_layer_schema())
     summary = network_summary(per_layer, canonical=canonical[0])
     summary.update({"target": str(target.path), "method": str(method.path), "seed": seed})
@@ -202,11 +225,18 @@ def per_layer_schema() -> dict[str, pl.DataType]:
     """Columns of the per-layer table; mmd_values and bandwidths hold the twenty kernels in
     the order of `symbnn.mmd.KERNEL_NAMES`; p_value and reject are null without a test."""
     return {
-        "layer": pl.String, "entries": pl.List(pl.String), "n_params": pl.Int64,
-        "n_target": pl.Int64, "n_method": pl.Int64,
-        "mmd_median": pl.Float64, "mmd_mean": pl.Float64, "mmd_max": pl.Float64,
-        "mmd_values": pl.List(pl.Float64), "bandwidths": pl.List(pl.Float64),
-        "p_value": pl.Float64, "reject": pl.Boolean,
+        "layer": pl.String,
+        "entries": pl.List(pl.String),
+        "n_params": pl.Int64,
+        "n_target": pl.Int64,
+        "n_method": pl.Int64,
+        "mmd_median": pl.Float64,
+        "mmd_mean": pl.Float64,
+        "mmd_max": pl.Float64,
+        "mmd_values": pl.List(pl.Float64),
+        "bandwidths": pl.List(pl.Float64),
+        "p_value": pl.Float64,
+        "reject": pl.Boolean,
     }
 
 

@@ -13,7 +13,9 @@ class MLP(nn.Module):
         super().__init__()
         widths = [int(w) for w in widths]
         if len(widths) < 2 or min(widths) < 1:
-            raise ValueError(f"MLP widths must list at least an input and an output width >= 1, got {widths}")
+            raise ValueError(
+                f"MLP widths must list at least an input and an output width >= 1, got {widths}"
+            )
         self.widths = widths
         self.layers = nn.ModuleList(
             nn.Linear(n_in, n_out, bias=bias) for n_in, n_out in zip(widths[:-1], widths[1:])

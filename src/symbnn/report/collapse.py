@@ -34,17 +34,22 @@ def random_pairs(rows: np.ndarray, n_pairs: int, seed: int) -> np.ndarray:
     return np.stack([rows[i[pick]], rows[j[pick]]], axis=1)
 
 
-def pairwise_mi(predictions_path: str | os.PathLike, rows: np.ndarray, n_pairs: int = 1000,
-                seed: int = 0) -> pl.DataFrame:
+def pairwise_mi(
+    predictions_path: str | os.PathLike, rows: np.ndarray, n_pairs: int = 1000, seed: int = 0
+) -> pl.DataFrame:
     """One row per pair: the two networks' store rows and their mean ID and OOD MI (nats)."""
     pred = open_predictions(predictions_path)
     pairs = random_pairs(np.asarray(rows), n_pairs, seed)
     used = np.unique(pairs)
     # only the networks that appear in a pair are read, once each
     test, ood = pred.read("test", used), pred.read("ood", used)
-    members = np.searchsorted(used, pairs.T)       # (2, pairs): positions in the rows read
-    out = {"a": pairs[:, 0], "b": pairs[:, 1], "id_mi": _mean_pair_mi(test, members),
-           "ood_mi": _mean_pair_mi(ood, members)}
+    members = np.searchsorted(used, pairs.T)  # (2, pairs): positions in the rows read
+    out = {
+        "a": pairs[:, 0],
+        "b": pairs[:, 1],
+        "id_mi": _mean_pair_mi(test, members),
+        "ood_mi": _mean_pair_mi(ood, members),
+    }
     return pl.DataFrame(out)
 
 
@@ -55,7 +60,7 @@ def _mean_pair_mi(probs: np.ndarray, members: np.ndarray) -> np.ndarray:
     per_chunk = max(1, PAIR_CHUNK_INPUTS // n_inputs)
     out = []
     for start in range(0, members.shape[1], per_chunk):
-        chunk = members[:, start:start + per_chunk]
+        chunk = members[:, start : start + per_chunk]
         ensemble = probs[chunk].reshape(2, -1, probs.shape[2])
         out.append(mutual_information(ensemble).reshape(chunk.shape[1], n_inputs).mean(axis=1))
     return np.concatenate(out)
@@ -69,8 +74,16 @@ def collapse_summary(pairs: pl.DataFrame) -> pl.DataFrame:
         r, p = float(result.statistic), float(result.pvalue)
     else:  # a correlation needs 3 pairs and some spread
         r = p = float("nan")
-    return pl.DataFrame([{
-        "pairs": len(id_mi), "id_mi_mean": float(id_mi.mean()), "id_mi_std": float(id_mi.std()),
-        "ood_mi_mean": float(ood_mi.mean()), "ood_mi_std": float(ood_mi.std()),
-        "pearson_r": r, "pearson_p": p,
-    }])
+    return pl.DataFrame(
+        [
+            {
+                "pairs": len(id_mi),
+                "id_mi_mean": float(id_mi.mean()),
+                "id_mi_std": float(id_mi.std()),
+                "ood_mi_mean": float(ood_mi.mean()),
+                "ood_mi_std": float(ood_mi.std()),
+                "pearson_r": r,
+                "pearson_p": p,
+            }
+        ]
+    )

@@ -7,11 +7,11 @@ import os
 import matplotlib
 
 matplotlib.use("Agg")  # no display on cluster nodes
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
 
-from symbnn.atomic import atomic_write  # noqa: E402
+from symbnn.atomic import atomic_write
 
 
 def save_figure(fig, path: str | os.PathLike) -> None:
@@ -28,7 +28,9 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
     before, after = ok["mass_before"].to_numpy(), ok["mass_after"].to_numpy()
-    bins = np.geomspace(max(1e-12, min(before.min(), after.min())), max(before.max(), after.max()), 30)
+    bins = np.geomspace(
+        max(1e-12, min(before.min(), after.min())), max(before.max(), after.max()), 30
+    )
     left.hist(before, bins=bins, alpha=0.6, label=f"trained (median {np.median(before):.3g})")
     left.hist(after, bins=bins, alpha=0.6, label=f"min-mass (median {np.median(after):.3g})")
     left.set_xscale("log")
@@ -37,7 +39,9 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
     left.legend()
     left.set_title("mass distribution")
 
-    layers = [c.removeprefix("max_abs_before.") for c in ok.columns if c.startswith("max_abs_before.")]
+    layers = [
+        c.removeprefix("max_abs_before.") for c in ok.columns if c.startswith("max_abs_before.")
+    ]
     x = np.arange(len(layers))
     left_vals = [ok[f"max_abs_before.{name}"].median() for name in layers]
     right_vals = [ok[f"max_abs_after.{name}"].median() for name in layers]
@@ -55,19 +59,25 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
 def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
     """One row: mass before/after (median), relative reduction, solver convergence."""
     ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
-    return pl.DataFrame({
-        "experiment": [experiment],
-        "n_samples": [table.height],
-        "degenerate": [table.height - ok.height],
-        "converged": [int(ok["converged"].sum())],
-        "mass_before_median": [float(ok["mass_before"].median())],
-        "mass_after_median": [float(ok["mass_after"].median())],
-        "reduction_median": [float(((ok["mass_before"] - ok["mass_after"]) / ok["mass_before"]).median())],
-        "max_iterations": [int(ok["iterations"].max())],
-    })
+    return pl.DataFrame(
+        {
+            "experiment": [experiment],
+            "n_samples": [table.height],
+            "degenerate": [table.height - ok.height],
+            "converged": [int(ok["converged"].sum())],
+            "mass_before_median": [float(ok["mass_before"].median())],
+            "mass_after_median": [float(ok["mass_after"].median())],
+            "reduction_median": [
+                float(((ok["mass_before"] - ok["mass_after"]) / ok["mass_before"]).median())
+            ],
+            "max_iterations": [int(ok["iterations"].max())],
+        }
+    )
 
 
-def collapse_figure(pairs: pl.DataFrame, summary: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:
+def collapse_figure(
+    pairs: pl.DataFrame, summary: pl.DataFrame, path: str | os.PathLike, title: str = ""
+) -> None:
     """Paper Figure 3 style: histograms of the pairwise ID and OOD mutual information, and
     the ID-vs-OOD scatter with its Pearson correlation."""
     fig, (left, centre, right) = plt.subplots(1, 3, figsize=(14, 4))

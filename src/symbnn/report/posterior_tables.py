@@ -11,10 +11,13 @@ from symbnn.store import Store
 
 
 def per_sample_table(store: Store) -> pl.DataFrame:
-    return pl.DataFrame({
-        name: store.info(name) for name in ("seed", "converged", "test_accuracy", "train_loss")
-        if name in store.info_names
-    })
+    return pl.DataFrame(
+        {
+            name: store.info(name)
+            for name in ("seed", "converged", "test_accuracy", "train_loss")
+            if name in store.info_names
+        }
+    )
 
 
 def training_summary(store: Store) -> pl.DataFrame:
@@ -22,21 +25,25 @@ def training_summary(store: Store) -> pl.DataFrame:
     accuracy = store.info("test_accuracy").astype(np.float64)
     converged = store.info("converged").astype(bool)
     q05, q50, q95 = np.quantile(accuracy, [0.05, 0.5, 0.95])
-    return pl.DataFrame({
-        "experiment": [store.attrs.get("experiment")],
-        "n_samples": [store.n_samples],
-        "converged": [int(converged.sum())],
-        "not_converged": [int((~converged).sum())],
-        "min_accuracy": [float(store.attrs.get("min_accuracy", float("nan")))],
-        "acc_mean": [float(accuracy.mean())],
-        "acc_std": [float(accuracy.std(ddof=1)) if accuracy.size > 1 else 0.0],
-        "acc_min": [float(accuracy.min())],
-        "acc_q05": [float(q05)],
-        "acc_median": [float(q50)],
-        "acc_q95": [float(q95)],
-        "acc_max": [float(accuracy.max())],
-        "acc_mean_converged": [float(accuracy[converged].mean()) if converged.any() else float("nan")],
-    })
+    return pl.DataFrame(
+        {
+            "experiment": [store.attrs.get("experiment")],
+            "n_samples": [store.n_samples],
+            "converged": [int(converged.sum())],
+            "not_converged": [int((~converged).sum())],
+            "min_accuracy": [float(store.attrs.get("min_accuracy", float("nan")))],
+            "acc_mean": [float(accuracy.mean())],
+            "acc_std": [float(accuracy.std(ddof=1)) if accuracy.size > 1 else 0.0],
+            "acc_min": [float(accuracy.min())],
+            "acc_q05": [float(q05)],
+            "acc_median": [float(q50)],
+            "acc_q95": [float(q95)],
+            "acc_max": [float(accuracy.max())],
+            "acc_mean_converged": [
+                float(accuracy[converged].mean()) if converged.any() else float("nan")
+            ],
+        }
+    )
 
 
 def store_table(store: Store) -> pl.DataFrame:
@@ -44,12 +51,14 @@ def store_table(store: Store) -> pl.DataFrame:
     rows = []
     for name in store.state_names:
         array = store.state_array(name)
-        rows.append({
-            "array": name,
-            "shape": str(tuple(array.shape[1:])),
-            "n_params": math.prod(array.shape[1:]),
-            "dtype": str(array.dtype),
-            "chunks": str(tuple(array.chunks)),
-            "mib": math.prod(array.shape) * array.dtype.itemsize / 2**20,
-        })
+        rows.append(
+            {
+                "array": name,
+                "shape": str(tuple(array.shape[1:])),
+                "n_params": math.prod(array.shape[1:]),
+                "dtype": str(array.dtype),
+                "chunks": str(tuple(array.chunks)),
+                "mib": math.prod(array.shape) * array.dtype.itemsize / 2**20,
+            }
+        )
     return pl.DataFrame(rows)

@@ -17,8 +17,22 @@ from symbnn.symmetry.operators import (
 from symbnn.symmetry.structure import Axis, ScaleGroup, Symmetry, UnitGroup
 
 __all__ = [
-    "Axis", "ScaleGroup", "Symmetry", "UnitGroup", "unit_groups",
-    "apply_permutations", "apply_scales", "check_permutations", "identity_permutations",
-    "invert_permutations", "random_permutations", "random_scales", "shift_softmax",
-    "Canonical", "canonicalize", "check_finite", "count_symmetries", "total_symmetries",
+    "Axis",
+    "ScaleGroup",
+    "Symmetry",
+    "UnitGroup",
+    "unit_groups",
+    "apply_permutations",
+    "apply_scales",
+    "check_permutations",
+    "identity_permutations",
+    "invert_permutations",
+    "random_permutations",
+    "random_scales",
+    "shift_softmax",
+    "Canonical",
+    "canonicalize",
+    "check_finite",
+    "count_symmetries",
+    "total_symmetries",
 ]

@@ -31,11 +31,22 @@ def unit_groups(spec: dict[str, Any] | nn.Module) -> Symmetry:
     raise ValueError(f"no symmetry structure known for {type(model).__name__}")
 
 
-def _hidden(name: str, width: int, rows: str, bias: str | None, cols: str, blocks: int = 1,
-            col_blocks: int = 1) -> UnitGroup:
+def _hidden(
+    name: str,
+    width: int,
+    rows: str,
+    bias: str | None,
+    cols: str,
+    blocks: int = 1,
+    col_blocks: int = 1,
+) -> UnitGroup:
     """A plain ReLU unit group: rows of ``rows`` in, ``cols`` columns out."""
     key = Axis(rows, 0, "in")
-    axes = (key, *((Axis(bias, 0, "bias"),) if bias else ()), Axis(cols, 1, "out", blocks=col_blocks))
+    axes = (
+        key,
+        *((Axis(bias, 0, "bias"),) if bias else ()),
+        Axis(cols, 1, "out", blocks=col_blocks),
+    )
     return UnitGroup(name, width, axes, (ScaleGroup(name, axes),), key, blocks=blocks)
 
 
@@ -48,12 +59,19 @@ def _mlp(model, architecture, shapes) -> Symmetry:
     n_layers = len(model.layers)
     has_bias = model.layers[0].bias is not None
     groups = tuple(
-        _hidden(f"layers.{l}", model.widths[l + 1], f"layers.{l}.weight",
-                f"layers.{l}.bias" if has_bias else None, f"layers.{l + 1}.weight")
+        _hidden(
+            f"layers.{l}",
+            model.widths[l + 1],
+            f"layers.{l}.weight",
+            f"layers.{l}.bias" if has_bias else None,
+            f"layers.{l + 1}.weight",
+        )
         for l in range(n_layers - 1)
     )
     return Symmetry(
-        architecture, groups, shapes,
+        architecture,
+        groups,
+        shapes,
         output_bias=_softmax_bias(f"layers.{n_layers - 1}.bias", shapes),
         mass_tensors=tuple(f"layers.{l}.weight" for l in range(n_layers)),
     )
@@ -63,27 +81,41 @@ def _optunet(model, architecture, shapes) -> Symmetry:
     g = model.conv2.groups
     groups = (
         # conv1's channels feed a grouped conv: they may only move block-wise (D.4.2).
-        _hidden("conv1", model.conv1.out_channels, "conv1.weight", None, "conv2.weight",
-                blocks=g, col_blocks=g),
+        _hidden(
+            "conv1",
+            model.conv1.out_channels,
+            "conv1.weight",
+            None,
+            "conv2.weight",
+            blocks=g,
+            col_blocks=g,
+        ),
         # conv2's output channel o reads input block o // (out / g): its blocks move too.
         _hidden("conv2", model.conv2.out_channels, "conv2.weight", None, "fc1.weight", blocks=g),
         _hidden("fc1", model.fc1.out_features, "fc1.weight", "fc1.bias", "fc2.weight"),
     )
     return Symmetry(
-        architecture, groups, shapes,
+        architecture,
+        groups,
+        shapes,
         couplings=(("conv1", "conv2"),) if g > 1 else (),
         output_bias=_softmax_bias("fc2.bias", shapes),
         mass_tensors=("conv1.weight", "conv2.weight", "fc1.weight", "fc2.weight"),
     )
 
 
-def _conv_bn(conv: str, bn: str, model_bn: nn.BatchNorm2d, has_bias: bool) -> tuple[Axis, ScaleGroup, tuple[Axis, ...]]:
+def _conv_bn(
+    conv: str, bn: str, model_bn: nn.BatchNorm2d, has_bias: bool
+) -> tuple[Axis, ScaleGroup, tuple[Axis, ...]]:
     """A conv followed by BatchNorm: the conv output channel's scale is absorbed by the running
     statistics (exactly, eps included); gamma and beta carry the BatchNorm output's scale."""
     row = Axis(f"{conv}.weight", 0, "in")
-    absorbed = (row, *((Axis(f"{conv}.bias", 0, "bias"),) if has_bias else ()),
-                Axis(f"{bn}.running_mean", 0, "bn_mean"),
-                Axis(f"{bn}.running_var", 0, "bn_var", eps=float(model_bn.eps)))
+    absorbed = (
+        row,
+        *((Axis(f"{conv}.bias", 0, "bias"),) if has_bias else ()),
+        Axis(f"{bn}.running_mean", 0, "bn_mean"),
+        Axis(f"{bn}.running_var", 0, "bn_var", eps=float(model_bn.eps)),
+    )
     affine = (Axis(f"{bn}.weight", 0, "bn_weight"), Axis(f"{bn}.bias", 0, "bn_bias"))
     return row, ScaleGroup(conv, absorbed, absorbed_by_bn=True), affine
 
@@ -100,41 +132,87 @@ def _resnet(model, architecture, shapes) -> Symmetry:
         groups.append(UnitGroup(name, width, axes, (*pre, post), key))
 
     key, pre0, affine0 = _conv_bn("conv1", "bn1", model.bn1, model.conv1.bias is not None)
-    stream = {"name": "layer1", "width": model.conv1.out_channels, "key": key,
-              "pre": [pre0], "affine": list(affine0), "consumers": []}
+    stream = {
+        "name": "layer1",
+        "width": model.conv1.out_channels,
+        "key": key,
+        "pre": [pre0],
+        "affine": list(affine0),
+        "consumers": [],
+    }
     inner: list[UnitGroup] = []
     for stage in range(1, 5):
         for b, block in enumerate(getattr(model, f"layer{stage}")):
             if not isinstance(block, BasicBlock):
-                raise ValueError(f"only BasicBlock ResNets are described, got {type(block).__name__}")
+                raise ValueError(
+                    f"only BasicBlock ResNets are described, got {type(block).__name__}"
+                )
             p = f"layer{stage}.{b}"
             if block.downsample is not None:
                 # A projection shortcut ends the residual stream: a new channel group starts.
-                ds_key, ds_pre, ds_affine = _conv_bn(f"{p}.downsample.0", f"{p}.downsample.1",
-                                                     block.downsample[1], block.downsample[0].bias is not None)
-                stream["consumers"] += [Axis(f"{p}.conv1.weight", 1, "out"),
-                                        Axis(f"{p}.downsample.0.weight", 1, "out")]
-                close_stream(stream["name"], stream["width"], stream["key"], stream["pre"],
-                             stream["affine"], stream["consumers"])
+                ds_key, ds_pre, ds_affine = _conv_bn(
+                    f"{p}.downsample.0",
+                    f"{p}.downsample.1",
+                    block.downsample[1],
+                    block.downsample[0].bias is not None,
+                )
+                stream["consumers"] += [
+                    Axis(f"{p}.conv1.weight", 1, "out"),
+                    Axis(f"{p}.downsample.0.weight", 1, "out"),
+                ]
+                close_stream(
+                    stream["name"],
+                    stream["width"],
+                    stream["key"],
+                    stream["pre"],
+                    stream["affine"],
+                    stream["consumers"],
+                )
                 groups.extend(inner)
                 inner = []
-                stream = {"name": f"layer{stage}", "width": block.conv2.out_channels, "key": ds_key,
-                          "pre": [ds_pre], "affine": list(ds_affine), "consumers": []}
+                stream = {
+                    "name": f"layer{stage}",
+                    "width": block.conv2.out_channels,
+                    "key": ds_key,
+                    "pre": [ds_pre],
+                    "affine": list(ds_affine),
+                    "consumers": [],
+                }
                 mass += [f"{p}.downsample.0.weight", f"{p}.downsample.1.weight"]
             else:
                 stream["consumers"].append(Axis(f"{p}.conv1.weight", 1, "out"))
             # Inner channels: conv1 -> bn1 -> relu -> conv2.
-            row1, pre1, affine1 = _conv_bn(f"{p}.conv1", f"{p}.bn1", block.bn1, block.conv1.bias is not None)
+            row1, pre1, affine1 = _conv_bn(
+                f"{p}.conv1", f"{p}.bn1", block.bn1, block.conv1.bias is not None
+            )
             post1 = ScaleGroup(p, (*affine1, Axis(f"{p}.conv2.weight", 1, "out")))
-            inner.append(UnitGroup(p, block.conv1.out_channels, (*pre1.axes, *post1.axes), (pre1, post1), row1))
+            inner.append(
+                UnitGroup(
+                    p, block.conv1.out_channels, (*pre1.axes, *post1.axes), (pre1, post1), row1
+                )
+            )
             # conv2 -> bn2 joins the residual sum: its channels are the stream's.
-            _, pre2, affine2 = _conv_bn(f"{p}.conv2", f"{p}.bn2", block.bn2, block.conv2.bias is not None)
+            _, pre2, affine2 = _conv_bn(
+                f"{p}.conv2", f"{p}.bn2", block.bn2, block.conv2.bias is not None
+            )
             stream["pre"].append(pre2)
             stream["affine"] += list(affine2)
             mass += [f"{p}.conv1.weight", f"{p}.bn1.weight", f"{p}.conv2.weight", f"{p}.bn2.weight"]
     stream["consumers"].append(Axis("fc.weight", 1, "out"))
-    close_stream(stream["name"], stream["width"], stream["key"], stream["pre"], stream["affine"], stream["consumers"])
+    close_stream(
+        stream["name"],
+        stream["width"],
+        stream["key"],
+        stream["pre"],
+        stream["affine"],
+        stream["consumers"],
+    )
     groups.extend(inner)
     mass.append("fc.weight")
-    return Symmetry(architecture, tuple(groups), shapes, output_bias=_softmax_bias("fc.bias", shapes),
-                    mass_tensors=tuple(mass))
+    return Symmetry(
+        architecture,
+        tuple(groups),
+        shapes,
+        output_bias=_softmax_bias("fc.bias", shapes),
+        mass_tensors=tuple(mass),
+    )

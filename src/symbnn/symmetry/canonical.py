@@ -56,9 +56,9 @@ class Canonical:
     """A canonical state and what produced it: state == shift(permute(scale(theta, scales), perms))."""
 
     state: dict[str, torch.Tensor]
-    perms: dict[str, torch.Tensor]        # (n, width) int64, result unit i = scaled unit perms[i]
-    scales: dict[str, torch.Tensor]       # (n, width), indexed like the input's units
-    softmax_shift: torch.Tensor | None    # (n,) constant added to the output bias
+    perms: dict[str, torch.Tensor]  # (n, width) int64, result unit i = scaled unit perms[i]
+    scales: dict[str, torch.Tensor]  # (n, width), indexed like the input's units
+    softmax_shift: torch.Tensor | None  # (n,) constant added to the output bias
 
 
 def check_finite(state: Mapping[str, torch.Tensor], sym: Symmetry, sample_offset: int = 0) -> None:
@@ -73,8 +73,10 @@ def check_finite(state: Mapping[str, torch.Tensor], sym: Symmetry, sample_offset
             bad = ~torch.isfinite(flat).all(dim=1)
             if bad.any():
                 rows = (bad.nonzero().flatten() + sample_offset).tolist()
-                raise ValueError(f"{name} holds NaN or infinite values in sample(s) {rows[:10]}"
-                                 f"{' ...' if len(rows) > 10 else ''}")
+                raise ValueError(
+                    f"{name} holds NaN or infinite values in sample(s) {rows[:10]}"
+                    f"{' ...' if len(rows) > 10 else ''}"
+                )
 
 
 def _rows(state: Mapping[str, torch.Tensor], tensor: str, axis: int) -> torch.Tensor:
@@ -87,8 +89,10 @@ def _normalisers(state, group, mode: str, on_dead: str, sample_offset: int) -> t
     incoming = torch.cat([_rows(state, a.tensor, a.axis) for a in group.incoming], dim=2)
     use_std = mode == "unitstd" and all(a.role == "in" for a in group.incoming)
     if use_std and incoming.shape[2] < 2:
-        raise ValueError(f"scale group {group.name}: one incoming weight per unit has no standard "
-                         f"deviation; use scale='unitnorm'")
+        raise ValueError(
+            f"scale group {group.name}: one incoming weight per unit has no standard "
+            f"deviation; use scale='unitnorm'"
+        )
     r = incoming.std(dim=2, correction=0) if use_std else incoming.norm(dim=2)
     dead = r == 0
     if dead.any():
@@ -98,7 +102,8 @@ def _normalisers(state, group, mode: str, on_dead: str, sample_offset: int) -> t
             raise ValueError(
                 f"scale group {group.name}: unit(s) {sorted(set(units.tolist()))[:10]} of sample(s) "
                 f"{sorted(set((samples + sample_offset).tolist()))[:10]} have {what} incoming weights, so no scale "
-                f"normalises them (dead units); pass on_dead='keep' to leave them unscaled")
+                f"normalises them (dead units); pass on_dead='keep' to leave them unscaled"
+            )
         r = torch.where(dead, torch.ones_like(r), r)
     return 1.0 / r
 
@@ -131,17 +136,29 @@ def _compose(first: torch.Tensor, then: torch.Tensor) -> torch.Tensor:
     return torch.take_along_dim(first, then, dim=1)
 
 
-def canonicalize(state: Mapping[str, torch.Tensor], sym: Symmetry, *, scale: str = "unitnorm",
-                 key: str = "max", softmax_shift: bool = True, softmax_total: float = 1.0,
-                 on_dead: str = "raise", sample_offset: int = 0) -> Canonical:
+def canonicalize(
+    state: Mapping[str, torch.Tensor],
+    sym: Symmetry,
+    *,
+    scale: str = "unitnorm",
+    key: str = "max",
+    softmax_shift: bool = True,
+    softmax_total: float = 1.0,
+    on_dead: str = "raise",
+    sample_offset: int = 0,
+) -> Canonical:
     """Canonical form of one network or a stack of networks (see the module docstring).
     ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
     device = next(iter(state.values())).device
     with torch_threads_for(sum(state[t].numel() for t in sym.tensors if t in state), device):
-        return _canonicalize(state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset)
+        return _canonicalize(
+            state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset
+        )
 
 
-def _canonicalize(state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset) -> Canonical:
+def _canonicalize(
+    state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset
+) -> Canonical:
     if scale not in SCALE_MODES:
         raise ValueError(f"scale must be one of {SCALE_MODES}, got {scale!r}")
     if key not in KEYS:
@@ -167,11 +184,17 @@ def _canonicalize(state, sym, scale, key, softmax_shift, softmax_total, on_dead,
         moves = {g.name: step}
         if coupling and coupling[0] == g.name:
             # Order the coupling's blocks by their best key; every coupled group's blocks move alike.
-            sigma = keys.reshape(n, g.blocks, g.block_width).max(dim=2).values.argsort(
-                dim=1, descending=True, stable=True)
+            sigma = (
+                keys.reshape(n, g.blocks, g.block_width)
+                .max(dim=2)
+                .values.argsort(dim=1, descending=True, stable=True)
+            )
             moves = {name: _block_move(sigma, sym.group(name)) for name in coupling}
-            moves[g.name] = step.reshape(n, g.blocks, g.block_width).gather(
-                1, sigma[:, :, None].expand(-1, -1, g.block_width)).reshape(n, g.width)
+            moves[g.name] = (
+                step.reshape(n, g.blocks, g.block_width)
+                .gather(1, sigma[:, :, None].expand(-1, -1, g.block_width))
+                .reshape(n, g.width)
+            )
         for name, p in moves.items():
             perms[name] = _compose(perms[name], p)
     current = apply_permutations(current, sym, perms)
@@ -180,6 +203,10 @@ def _canonicalize(state, sym, scale, key, softmax_shift, softmax_total, on_dead,
     if softmax_shift and sym.output_bias is not None:
         current, shift = shift_softmax(current, sym, softmax_total)
     if single:
-        return Canonical(unstack(current, True), {k: v[0] for k, v in perms.items()},
-                         {k: v[0] for k, v in scales.items()}, None if shift is None else shift[0])
+        return Canonical(
+            unstack(current, True),
+            {k: v[0] for k, v in perms.items()},
+            {k: v[0] for k, v in scales.items()},
+            None if shift is None else shift[0],
+        )
     return Canonical(current, perms, scales, shift)

@@ -22,24 +22,47 @@ from symbnn.symmetry.canonical import canonicalize
 from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
 
 
-def canonicalize_store(in_path: str | os.PathLike, out_path: str | os.PathLike, scale: str = "unitnorm",
-                       key: str = "max", softmax_shift: bool = True, *, on_dead: str = "raise",
-                       overwrite: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES) -> None:
+def canonicalize_store(
+    in_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    scale: str = "unitnorm",
+    key: str = "max",
+    softmax_shift: bool = True,
+    *,
+    on_dead: str = "raise",
+    overwrite: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> None:
     store = open_store(in_path)
     sym = unit_groups(store.architecture)
-    options = {"scale": scale, "key": key, "softmax_shift": bool(softmax_shift and sym.output_bias is not None),
-               "on_dead": on_dead, "source": os.fspath(in_path)}
+    options = {
+        "scale": scale,
+        "key": key,
+        "softmax_shift": bool(softmax_shift and sym.output_bias is not None),
+        "on_dead": on_dead,
+        "source": os.fspath(in_path),
+    }
     attrs = {**store.attrs, "canonical": options}
-    with StoreWriter(out_path, attrs, kind="canonical", expected_samples=store.n_samples,
-                     overwrite=overwrite) as writer:
+    with StoreWriter(
+        out_path, attrs, kind="canonical", expected_samples=store.n_samples, overwrite=overwrite
+    ) as writer:
         for rows, state in iter_state_blocks(store, block_bytes):
-            result = canonicalize(state, sym, scale=scale, key=key, softmax_shift=softmax_shift,
-                                  on_dead=on_dead, sample_offset=rows.start)
+            result = canonicalize(
+                state,
+                sym,
+                scale=scale,
+                key=key,
+                softmax_shift=softmax_shift,
+                on_dead=on_dead,
+                sample_offset=rows.start,
+            )
             info = {name: store.info(name, rows) for name in store.info_names}
             info.update({f"perm.{k}": v.numpy().astype(np.int64) for k, v in result.perms.items()})
             info.update({f"scale.{k}": v.numpy() for k, v in result.scales.items()})
             if result.softmax_shift is not None:
                 info["softmax_shift"] = result.softmax_shift.numpy()
-            out = {name: result.state[name].numpy().astype(state[name].numpy().dtype, copy=False)
-                   for name in store.state_names}
+            out = {
+                name: result.state[name].numpy().astype(state[name].numpy().dtype, copy=False)
+                for name in store.state_names
+            }
             writer.append(out, info)

@@ -28,14 +28,16 @@ def count_symmetries(sym: Symmetry) -> list[dict[str, Any]]:
         log10_perms = g.blocks * log10_factorial(g.block_width)
         if g.name in leaders:
             log10_perms += log10_factorial(leaders[g.name])
-        rows.append({
-            "group": g.name,
-            "width": g.width,
-            "blocks": g.blocks,
-            "log10_permutations": log10_perms,
-            "scaling_dof": g.width * len(g.scales),
-            "bn_scaling_dof": g.width * sum(s.absorbed_by_bn for s in g.scales),
-        })
+        rows.append(
+            {
+                "group": g.name,
+                "width": g.width,
+                "blocks": g.blocks,
+                "log10_permutations": log10_perms,
+                "scaling_dof": g.width * len(g.scales),
+                "bn_scaling_dof": g.width * sum(s.absorbed_by_bn for s in g.scales),
+            }
+        )
     return rows
 
 

@@ -38,28 +38,29 @@ from symbnn.symmetry.structure import INCOMING_ROLES, Symmetry
 @dataclass
 class Term:
     tensor: str
-    q: torch.Tensor             # (n, rows, cols) float64, squared weights
-    mask: torch.Tensor          # (rows, cols) bool, entries that exist (grouped convs: own block)
-    out_var: int | None         # variable scaling the rows (None: fixed at 1)
-    in_var: int | None          # variable dividing the columns (None: fixed at 1)
+    q: torch.Tensor  # (n, rows, cols) float64, squared weights
+    mask: torch.Tensor  # (rows, cols) bool, entries that exist (grouped convs: own block)
+    out_var: int | None  # variable scaling the rows (None: fixed at 1)
+    in_var: int | None  # variable dividing the columns (None: fixed at 1)
 
 
 @dataclass
 class FlatTerms:
     """Every term's Q as one (n, entries) float64 array (row-major per term) and where each
     term sits in it; -1 marks a side fixed at 1. The layout the compiled loops read."""
+
     q: np.ndarray
     out_var: np.ndarray
     in_var: np.ndarray
     rows: np.ndarray
     cols: np.ndarray
     offset: np.ndarray
-    var_offset: np.ndarray      # (n_vars + 1,) first unit of each variable in an (n, units) array
+    var_offset: np.ndarray  # (n_vars + 1,) first unit of each variable in an (n, units) array
 
 
 @dataclass
 class MassProblem:
-    names: list[str]            # variable scale groups
+    names: list[str]  # variable scale groups
     widths: list[int]
     terms: list[Term]
     n: int
@@ -83,15 +84,16 @@ class MassProblem:
 
     def _stacked(self, s2: list[torch.Tensor]) -> np.ndarray:
         """Scales as one C-ordered (n, units) float64 array, the layout of `flat`."""
-        return np.ascontiguousarray(torch.cat([s.reshape(self.n, -1) for s in s2], dim=1)
-                                    .to(torch.float64).numpy())
+        return np.ascontiguousarray(
+            torch.cat([s.reshape(self.n, -1) for s in s2], dim=1).to(torch.float64).numpy()
+        )
 
     def _side_sums(self, s2_all: np.ndarray | None):
         """(incoming (n, units), outgoing (n, units), mass (n,)) at stacked scales (s = 1 if
         None), one compiled pass."""
         f = self.flat()
         if s2_all is None:
-            if self._at_one is None:   # mass before and the degenerate check both need it
+            if self._at_one is None:  # mass before and the degenerate check both need it
                 self._at_one = self._side_sums(np.ones((self.n, int(f.var_offset[-1]))))
             return self._at_one
         return _side_sums(f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset, f.var_offset, s2_all)
@@ -104,8 +106,11 @@ class MassProblem:
         total = torch.zeros(self.n, self.widths[v], dtype=torch.float64, device=self.device)
         for t in self.terms:
             if t.out_var == v:
-                total = total + (t.q.sum(2) if t.in_var is None or s2 is None else
-                                 torch.matmul(t.q, (1.0 / s2[t.in_var]).unsqueeze(2)).squeeze(2))
+                total = total + (
+                    t.q.sum(2)
+                    if t.in_var is None or s2 is None
+                    else torch.matmul(t.q, (1.0 / s2[t.in_var]).unsqueeze(2)).squeeze(2)
+                )
         return total
 
     def outgoing(self, s2: list[torch.Tensor] | None, v: int) -> torch.Tensor:
@@ -113,8 +118,11 @@ class MassProblem:
         total = torch.zeros(self.n, self.widths[v], dtype=torch.float64, device=self.device)
         for t in self.terms:
             if t.in_var == v:
-                total = total + (t.q.sum(1) if t.out_var is None or s2 is None else
-                                 torch.matmul(s2[t.out_var].unsqueeze(1), t.q).squeeze(1))
+                total = total + (
+                    t.q.sum(1)
+                    if t.out_var is None or s2 is None
+                    else torch.matmul(s2[t.out_var].unsqueeze(1), t.q).squeeze(1)
+                )
         return total
 
     def mass(self, s2: list[torch.Tensor] | None = None) -> torch.Tensor:
@@ -137,7 +145,9 @@ class MassProblem:
         if self.on_cpu:
             s2_all = self._stacked(s2)
             incoming, outgoing, _ = self._side_sums(s2_all)
-            return torch.from_numpy(np.abs(np.log(s2_all * s2_all * incoming / outgoing)).max(axis=1))
+            return torch.from_numpy(
+                np.abs(np.log(s2_all * s2_all * incoming / outgoing)).max(axis=1)
+            )
         worst = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         for v in range(len(self.names)):
             ratio = s2[v] ** 2 * self.incoming(s2, v) / self.outgoing(s2, v)
@@ -154,12 +164,15 @@ class MassProblem:
             off = self.flat().var_offset
             for v, name in enumerate(self.names):
                 for side, values in (("incoming", incoming), ("outgoing", outgoing)):
-                    zero = torch.from_numpy(values[:, off[v]:off[v + 1]] == 0)
+                    zero = torch.from_numpy(values[:, off[v] : off[v + 1]] == 0)
                     if zero.any():
                         found.append((name, side, zero))
             return found
         for v, name in enumerate(self.names):
-            for side, values in (("incoming", self.incoming(None, v)), ("outgoing", self.outgoing(None, v))):
+            for side, values in (
+                ("incoming", self.incoming(None, v)),
+                ("outgoing", self.outgoing(None, v)),
+            ):
                 zero = values == 0
                 if zero.any():
                     found.append((name, side, zero))
@@ -184,7 +197,7 @@ def _problem(names, widths, qs: list[torch.Tensor], like: list[Term]) -> MassPro
         views, start = [], 0
         for q in qs:
             size = q.shape[1] * q.shape[2]
-            views.append(flat[:, start:start + size].view(n, q.shape[1], q.shape[2]))
+            views.append(flat[:, start : start + size].view(n, q.shape[1], q.shape[2]))
             start += size
         terms = [Term(t.tensor, v, t.mask, t.out_var, t.in_var) for t, v in zip(like, views)]
         return MassProblem(names, widths, terms, n, _flat_terms(flat.numpy(), terms, widths))
@@ -194,12 +207,19 @@ def _problem(names, widths, qs: list[torch.Tensor], like: list[Term]) -> MassPro
 
 def _flat_terms(q: np.ndarray, terms: list[Term], widths: list[int]) -> FlatTerms:
     sizes = [t.q.shape[1] * t.q.shape[2] for t in terms]
-    ints = lambda xs: np.asarray(xs, dtype=np.int64)
+
+    def ints(xs):
+        return np.asarray(xs, dtype=np.int64)
+
     return FlatTerms(
-        q, ints([-1 if t.out_var is None else t.out_var for t in terms]),
+        q,
+        ints([-1 if t.out_var is None else t.out_var for t in terms]),
         ints([-1 if t.in_var is None else t.in_var for t in terms]),
-        ints([t.q.shape[1] for t in terms]), ints([t.q.shape[2] for t in terms]),
-        ints(np.cumsum([0, *sizes[:-1]])), ints(np.cumsum([0, *widths])))
+        ints([t.q.shape[1] for t in terms]),
+        ints([t.q.shape[2] for t in terms]),
+        ints(np.cumsum([0, *sizes[:-1]])),
+        ints(np.cumsum([0, *widths])),
+    )
 
 
 # Reassociation lets LLVM vectorise the row sums; NaN and infinity keep their IEEE meaning.
@@ -247,7 +267,7 @@ def _side_sums(q, out_var, in_var, rows, cols, offset, var_offset, s2):
 def _squared_rows(w: torch.Tensor) -> torch.Tensor:
     """(n, rows, cols) squared weights summed over kernel entries, accumulated in float64."""
     if w.dim() == 2:
-        return (w.to(torch.float64) ** 2).unsqueeze(2)   # BatchNorm gamma: one weight per unit
+        return (w.to(torch.float64) ** 2).unsqueeze(2)  # BatchNorm gamma: one weight per unit
     if w.dim() == 3:
         return w.to(torch.float64) ** 2
     kernel = tuple(range(3, w.dim()))
@@ -278,7 +298,7 @@ def mass_problem(state: Mapping[str, torch.Tensor], sym: Symmetry, device=None) 
             if a.axis == 0 and a.role in INCOMING_ROLES:
                 row_owner[a.tensor] = index.get(s.name)
             if a.role == "out":
-                col_owner[a.tensor] = index[s.name] if s.name in index else None
+                col_owner[a.tensor] = index.get(s.name)
                 blocks[a.tensor] = a.blocks
     terms, qs = [], []
     for name in sym.mass_tensors:

@@ -18,16 +18,15 @@ import torch
 
 from symbnn.symmetry.mass import MassProblem
 
-
 DPP_MAX_ENTRIES = 1_000
 
 
 @dataclass
 class CvxpySolution:
     s2: list[torch.Tensor]
-    iterations: torch.Tensor      # solver iterations per sample
+    iterations: torch.Tensor  # solver iterations per sample
     status: list[str]
-    converged: torch.Tensor       # status optimal (or optimal_inaccurate, as cvxpy reports it)
+    converged: torch.Tensor  # status optimal (or optimal_inaccurate, as cvxpy reports it)
 
 
 def solve_cvxpy(problem: MassProblem, solver: str = "CLARABEL", **solver_options) -> CvxpySolution:
@@ -45,13 +44,19 @@ def solve_cvxpy(problem: MassProblem, solver: str = "CLARABEL", **solver_options
         r_idx, c_idx = t.mask.cpu().nonzero(as_tuple=True)
         k = np.arange(n_entries, n_entries + r_idx.numel())
         if t.out_var is not None:
-            rows.append(k); cols.append(offsets[t.out_var] + r_idx.numpy()); vals.append(np.full(k.size, 2.0))
+            rows.append(k)
+            cols.append(offsets[t.out_var] + r_idx.numpy())
+            vals.append(np.full(k.size, 2.0))
         if t.in_var is not None:
-            rows.append(k); cols.append(offsets[t.in_var] + c_idx.numpy()); vals.append(np.full(k.size, -2.0))
+            rows.append(k)
+            cols.append(offsets[t.in_var] + c_idx.numpy())
+            vals.append(np.full(k.size, -2.0))
         picks.append(q[:, r_idx, c_idx])
         n_entries += k.size
-    exponent = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(n_entries, int(offsets[-1])))
+    exponent = sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n_entries, int(offsets[-1])),
+    )
     q_all = torch.cat(picks, dim=1).numpy()
     mass0 = q_all.sum(axis=1) + constant.numpy()
 
@@ -68,7 +73,9 @@ def solve_cvxpy(problem: MassProblem, solver: str = "CLARABEL", **solver_options
         if reuse:
             weights.value = q_all[i] / mass0[i]
         else:
-            prob = cp.Problem(cp.Minimize(cp.sum(cp.multiply(q_all[i] / mass0[i], cp.exp(exponent @ u)))))
+            prob = cp.Problem(
+                cp.Minimize(cp.sum(cp.multiply(q_all[i] / mass0[i], cp.exp(exponent @ u))))
+            )
         try:
             prob.solve(solver=solver, **solver_options)
             status.append(str(prob.status))
@@ -77,9 +84,15 @@ def solve_cvxpy(problem: MassProblem, solver: str = "CLARABEL", **solver_options
         if u.value is not None:
             u_all[i] = u.value
         stats = prob.solver_stats
-        iterations[i] = int(stats.num_iters) if stats is not None and stats.num_iters is not None else -1
+        iterations[i] = (
+            int(stats.num_iters) if stats is not None and stats.num_iters is not None else -1
+        )
     device = problem.device
-    s2 = [torch.from_numpy(np.exp(2 * u_all[:, offsets[v]:offsets[v + 1]])).to(device)
-          for v in range(len(problem.widths))]
-    converged = torch.tensor([s in ("optimal", "optimal_inaccurate") for s in status], device=device)
+    s2 = [
+        torch.from_numpy(np.exp(2 * u_all[:, offsets[v] : offsets[v + 1]])).to(device)
+        for v in range(len(problem.widths))
+    ]
+    converged = torch.tensor(
+        [s in ("optimal", "optimal_inaccurate") for s in status], device=device
+    )
     return CvxpySolution(s2, iterations.to(device), status, converged)

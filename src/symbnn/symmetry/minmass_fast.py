@@ -50,10 +50,10 @@ BACKENDS = ("auto", "numba", "torch")
 
 @dataclass
 class FastSolution:
-    s2: list[torch.Tensor]        # squared optimal scales, one (n, width) per variable
-    iterations: torch.Tensor      # (n,) sweeps until the sample's residual fell below tol
-    residual: torch.Tensor        # (n,) final balance residual
-    converged: torch.Tensor       # (n,) residual < tol
+    s2: list[torch.Tensor]  # squared optimal scales, one (n, width) per variable
+    iterations: torch.Tensor  # (n,) sweeps until the sample's residual fell below tol
+    residual: torch.Tensor  # (n,) final balance residual
+    converged: torch.Tensor  # (n,) residual < tol
 
 
 def _colour_order(problem: MassProblem) -> list[int]:
@@ -84,8 +84,13 @@ def _coupled(problem: MassProblem) -> list[bool]:
 DEFAULT_RELAXATION = 1.2
 
 
-def solve_fast(problem: MassProblem, tol: float = 1e-9, max_sweeps: int = 10_000,
-               relaxation: float = DEFAULT_RELAXATION, backend: str = "auto") -> FastSolution:
+def solve_fast(
+    problem: MassProblem,
+    tol: float = 1e-9,
+    max_sweeps: int = 10_000,
+    relaxation: float = DEFAULT_RELAXATION,
+    backend: str = "auto",
+) -> FastSolution:
     if not 1 <= relaxation < 2:
         raise ValueError(f"relaxation must lie in [1, 2), got {relaxation}")
     if backend not in BACKENDS:
@@ -111,7 +116,9 @@ LANES = 64
 _FAST = {"nnan", "ninf", "nsz", "contract"}
 
 
-def _solve_numba(problem: MassProblem, tol: float, max_sweeps: int, relaxation: float) -> FastSolution:
+def _solve_numba(
+    problem: MassProblem, tol: float, max_sweeps: int, relaxation: float
+) -> FastSolution:
     f = problem.flat()
     n_vars = len(problem.widths)
     coupled_terms = np.flatnonzero((f.out_var >= 0) & (f.in_var >= 0))
@@ -122,17 +129,41 @@ def _solve_numba(problem: MassProblem, tol: float, max_sweeps: int, relaxation: 
     lanes = min(LANES, problem.n)
     # About 30 sweeps over the coupled weights and the units of every sample: below a few
     # million updates one thread beats waking a team (a store of 1000 OptuNets: 3 million).
-    work = 30 * problem.n * (int(sum(f.rows[coupled_terms] * f.cols[coupled_terms])) + int(f.var_offset[-1]))
+    work = (
+        30
+        * problem.n
+        * (int(sum(f.rows[coupled_terms] * f.cols[coupled_terms])) + int(f.var_offset[-1]))
+    )
     with numba_threads_for(work):
         s2, sweeps, residual = _bcd_cpu(
-            f.q, f.out_var, f.in_var, f.rows, f.cols, f.offset, f.var_offset, coupled_terms,
-            out_ptr, out_idx, in_ptr, in_idx, np.asarray(_colour_order(problem), dtype=np.int64), relax,
-            float(tol), int(max_sweeps), float(relaxation), lanes)
+            f.q,
+            f.out_var,
+            f.in_var,
+            f.rows,
+            f.cols,
+            f.offset,
+            f.var_offset,
+            coupled_terms,
+            out_ptr,
+            out_idx,
+            in_ptr,
+            in_idx,
+            np.asarray(_colour_order(problem), dtype=np.int64),
+            relax,
+            float(tol),
+            int(max_sweeps),
+            float(relaxation),
+            lanes,
+        )
     s2 = torch.from_numpy(s2)
     off = f.var_offset
     residual = torch.from_numpy(residual)
-    return FastSolution([s2[:, off[v]:off[v + 1]] for v in range(n_vars)], torch.from_numpy(sweeps),
-                        residual, residual < tol)
+    return FastSolution(
+        [s2[:, off[v] : off[v + 1]] for v in range(n_vars)],
+        torch.from_numpy(sweeps),
+        residual,
+        residual < tol,
+    )
 
 
 def _csr(owner: np.ndarray, items: np.ndarray, n_vars: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,15 +195,34 @@ def _fixed_sides(q, out_var, in_var, rows, cols, offset, var_offset):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy", fastmath=_FAST)
-def _sides(v, s2, inv, qb, af, bf, var_off, t_out, t_in, t_rows, t_cols, c_off,
-           out_ptr, out_idx, in_ptr, in_idx, a, b, lanes):
+def _sides(
+    v,
+    s2,
+    inv,
+    qb,
+    af,
+    bf,
+    var_off,
+    t_out,
+    t_in,
+    t_rows,
+    t_cols,
+    c_off,
+    out_ptr,
+    out_idx,
+    in_ptr,
+    in_idx,
+    a,
+    b,
+    lanes,
+):
     """Incoming (a) and outgoing (b) masses of variable v's units, one block, current scales."""
     o, w = var_off[v], var_off[v + 1] - var_off[v]
     for i in range(w):
         for lane in range(lanes):
             a[i, lane] = af[o + i, lane]
             b[i, lane] = bf[o + i, lane]
-    for p in range(out_ptr[v], out_ptr[v + 1]):      # coupled terms whose rows v scales
+    for p in range(out_ptr[v], out_ptr[v + 1]):  # coupled terms whose rows v scales
         t = out_idx[p]
         cols, e, c0 = t_cols[t], c_off[t], var_off[t_in[t]]
         for i in range(w):
@@ -180,7 +230,7 @@ def _sides(v, s2, inv, qb, af, bf, var_off, t_out, t_in, t_rows, t_cols, c_off,
             for j in range(cols):
                 for lane in range(lanes):
                     a[i, lane] += qb[base + j, lane] * inv[c0 + j, lane]
-    for p in range(in_ptr[v], in_ptr[v + 1]):        # coupled terms whose columns v divides
+    for p in range(in_ptr[v], in_ptr[v + 1]):  # coupled terms whose columns v divides
         t = in_idx[p]
         rows, e, r0 = t_rows[t], c_off[t], var_off[t_out[t]]
         for k in range(rows):
@@ -191,8 +241,26 @@ def _sides(v, s2, inv, qb, af, bf, var_off, t_out, t_in, t_rows, t_cols, c_off,
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FAST)
-def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, out_ptr, out_idx,
-             in_ptr, in_idx, order, relax, tol, max_sweeps, omega, lanes):
+def _bcd_cpu(
+    q,
+    t_out,
+    t_in,
+    t_rows,
+    t_cols,
+    t_offset,
+    var_off,
+    coupled_terms,
+    out_ptr,
+    out_idx,
+    in_ptr,
+    in_idx,
+    order,
+    relax,
+    tol,
+    max_sweeps,
+    omega,
+    lanes,
+):
     n = q.shape[0]
     n_vars = var_off.shape[0] - 1
     units = var_off[-1]
@@ -213,7 +281,7 @@ def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, o
     n_blocks = (n + lanes - 1) // lanes
     for blk in numba.prange(n_blocks):
         first = blk * lanes
-        real = min(lanes, n - first)           # lanes past the end repeat the block's last sample
+        real = min(lanes, n - first)  # lanes past the end repeat the block's last sample
         qb = np.empty((n_coupled, lanes))
         af = np.empty((units, lanes))
         bf = np.empty((units, lanes))
@@ -233,15 +301,34 @@ def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, o
         hi = np.empty(lanes)
         lo = np.empty(lanes)
         res = np.full(lanes, np.inf)
-        done = np.zeros(lanes, dtype=np.int64)     # sweep at which each lane passed (0: not yet)
+        done = np.zeros(lanes, dtype=np.int64)  # sweep at which each lane passed (0: not yet)
         sweep = 0
         while sweep < max_sweeps:
             sweep += 1
-            hi[:] = 1.0                            # extreme step factors s2_new / s2 this sweep
+            hi[:] = 1.0  # extreme step factors s2_new / s2 this sweep
             lo[:] = 1.0
             for v in order:
-                _sides(v, s2, inv, qb, af, bf, var_off, t_out, t_in, t_rows, t_cols, c_off,
-                       out_ptr, out_idx, in_ptr, in_idx, a, b, lanes)
+                _sides(
+                    v,
+                    s2,
+                    inv,
+                    qb,
+                    af,
+                    bf,
+                    var_off,
+                    t_out,
+                    t_in,
+                    t_rows,
+                    t_cols,
+                    c_off,
+                    out_ptr,
+                    out_idx,
+                    in_ptr,
+                    in_idx,
+                    a,
+                    b,
+                    lanes,
+                )
                 o = var_off[v]
                 for i in range(var_off[v + 1] - o):
                     for lane in range(lanes):
@@ -250,9 +337,11 @@ def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, o
                         hi[lane] = max(hi[lane], step)
                         lo[lane] = min(lo[lane], step)
                         s2[o + i, lane] = new
-                    if relax[v]:                   # see the module docstring
+                    if relax[v]:  # see the module docstring
                         for lane in range(lanes):
-                            s2[o + i, lane] *= 1.0 + (omega - 1.0) * (s2[o + i, lane] * inv[o + i, lane] - 1.0)
+                            s2[o + i, lane] *= 1.0 + (omega - 1.0) * (
+                                s2[o + i, lane] * inv[o + i, lane] - 1.0
+                            )
                     for lane in range(lanes):
                         inv[o + i, lane] = 1.0 / s2[o + i, lane]
             # Before its update a unit's |log(in/out)| was 2 |log step|.
@@ -265,13 +354,34 @@ def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, o
                 # Later updates move earlier units' balance: confirm with the true residual.
                 res[:] = 0.0
                 for v in range(n_vars):
-                    _sides(v, s2, inv, qb, af, bf, var_off, t_out, t_in, t_rows, t_cols, c_off,
-                           out_ptr, out_idx, in_ptr, in_idx, a, b, lanes)
+                    _sides(
+                        v,
+                        s2,
+                        inv,
+                        qb,
+                        af,
+                        bf,
+                        var_off,
+                        t_out,
+                        t_in,
+                        t_rows,
+                        t_cols,
+                        c_off,
+                        out_ptr,
+                        out_idx,
+                        in_ptr,
+                        in_idx,
+                        a,
+                        b,
+                        lanes,
+                    )
                     o = var_off[v]
                     for i in range(var_off[v + 1] - o):
                         for lane in range(lanes):
                             x = s2[o + i, lane]
-                            res[lane] = max(res[lane], abs(math.log(x * x * a[i, lane] / b[i, lane])))
+                            res[lane] = max(
+                                res[lane], abs(math.log(x * x * a[i, lane] / b[i, lane]))
+                            )
                 failed = False
                 for lane in range(lanes):
                     if res[lane] >= tol:
@@ -290,7 +400,10 @@ def _bcd_cpu(q, t_out, t_in, t_rows, t_cols, t_offset, var_off, coupled_terms, o
 # ---------------------------------------------------------------------------------------------
 # torch back end
 
-def _solve_torch(problem: MassProblem, tol: float, max_sweeps: int, relaxation: float) -> FastSolution:
+
+def _solve_torch(
+    problem: MassProblem, tol: float, max_sweeps: int, relaxation: float
+) -> FastSolution:
     n, n_vars = problem.n, len(problem.names)
     device = problem.device
     # Terms with a fixed far side contribute constants: precompute them once.
@@ -303,7 +416,7 @@ def _solve_torch(problem: MassProblem, tol: float, max_sweeps: int, relaxation: 
         return part if total is None else total + part
 
     for t in problem.terms:
-        q = t.q.permute(1, 2, 0)                      # (rows, cols, n)
+        q = t.q.permute(1, 2, 0)  # (rows, cols, n)
         if t.out_var is not None:
             if t.in_var is None:
                 a_fixed[t.out_var] = add(a_fixed[t.out_var], q.sum(1))

@@ -29,10 +29,15 @@ def as_stack(state: Mapping[str, torch.Tensor], sym: Symmetry) -> tuple[State, b
     single = None
     for name in sym.tensors:
         if name not in state:
-            raise ValueError(f"state has no entry {name!r} required by the {sym.architecture} symmetry structure")
+            raise ValueError(
+                f"state has no entry {name!r} required by the {sym.architecture} symmetry structure"
+            )
         shape, expected = tuple(state[name].shape), sym.shapes[name]
-        this = shape == expected if len(shape) == len(expected) else (
-            False if shape[1:] == expected else None)
+        this = (
+            shape == expected
+            if len(shape) == len(expected)
+            else (False if shape[1:] == expected else None)
+        )
         if this is None:
             raise ValueError(f"{name}: shape {shape} is neither {expected} nor (n, *{expected})")
         if single is not None and this != single:
@@ -77,14 +82,20 @@ def check_permutations(sym: Symmetry, perms: Mapping[str, torch.Tensor]) -> None
             continue
         p = perms[g.name]
         if p.dim() != 2 or p.shape[1] != g.width:
-            raise ValueError(f"perms[{g.name!r}] has shape {tuple(p.shape)}, expected (n, {g.width})")
-        if not torch.equal(p.sort(dim=1).values, torch.arange(g.width, device=p.device).expand_as(p)):
+            raise ValueError(
+                f"perms[{g.name!r}] has shape {tuple(p.shape)}, expected (n, {g.width})"
+            )
+        if not torch.equal(
+            p.sort(dim=1).values, torch.arange(g.width, device=p.device).expand_as(p)
+        ):
             raise ValueError(f"perms[{g.name!r}] is not a permutation of range({g.width})")
         if g.blocks > 1:
             blocks = (p // g.block_width).reshape(p.shape[0], g.blocks, g.block_width)
             if not (blocks == blocks[:, :, :1]).all():
-                raise ValueError(f"perms[{g.name!r}] splits a block of {g.block_width} units "
-                                 f"(a grouped convolution forbids it)")
+                raise ValueError(
+                    f"perms[{g.name!r}] splits a block of {g.block_width} units "
+                    f"(a grouped convolution forbids it)"
+                )
             block_maps[g.name] = blocks[:, :, 0]
     for coupling in sym.couplings:
         if not any(n in perms for n in coupling):
@@ -96,12 +107,18 @@ def check_permutations(sym: Symmetry, perms: Mapping[str, torch.Tensor]) -> None
             raise ValueError(f"coupled groups {coupling} must move their blocks alike")
 
 
-def apply_permutations(state: Mapping[str, torch.Tensor], sym: Symmetry,
-                       perms: Mapping[str, torch.Tensor], check: bool = True) -> State:
+def apply_permutations(
+    state: Mapping[str, torch.Tensor],
+    sym: Symmetry,
+    perms: Mapping[str, torch.Tensor],
+    check: bool = True,
+) -> State:
     """Permute the units of each group in ``perms`` (groups left out stay in place)."""
     out, single = as_stack(state, sym)
-    perms = {k: (v.unsqueeze(0) if single and v.dim() == 1 else v).to(out[sym.tensors[0]].device)
-             for k, v in perms.items()}
+    perms = {
+        k: (v.unsqueeze(0) if single and v.dim() == 1 else v).to(out[sym.tensors[0]].device)
+        for k, v in perms.items()
+    }
     if check:
         check_permutations(sym, perms)
     return unstack(permute_tensors(out, sym, perms), single)
@@ -128,14 +145,15 @@ def permute_tensors(out: State, sym: Symmetry, perms: Mapping[str, torch.Tensor]
         t = out[a.tensor]
         rows, local = t.shape[1], t.shape[2]
         index = _block_local_index(a, rows, g.width, t.device)
-        new_local = perms[g.name][:, index] % local                  # (n, rows, local)
+        new_local = perms[g.name][:, index] % local  # (n, rows, local)
         new_local = new_local.reshape(*new_local.shape, *([1] * (t.dim() - 3)))
         out[a.tensor] = torch.take_along_dim(t, new_local, dim=2)
     return out
 
 
-def apply_scales(state: Mapping[str, torch.Tensor], sym: Symmetry,
-                 scales: Mapping[str, torch.Tensor]) -> State:
+def apply_scales(
+    state: Mapping[str, torch.Tensor], sym: Symmetry, scales: Mapping[str, torch.Tensor]
+) -> State:
     """Scale the units of each scale group in ``scales`` (groups left out keep scale 1)."""
     out, single = as_stack(state, sym)
     known = {s.name: s for s in sym.scale_groups}
@@ -145,13 +163,17 @@ def apply_scales(state: Mapping[str, torch.Tensor], sym: Symmetry,
         if single and s.dim() == 1:
             s = s.unsqueeze(0)
         if not bool((s > 0).all()) or not bool(torch.isfinite(s).all()):
-            raise ValueError(f"scales[{name!r}] must be positive and finite (ReLU commutes only with s > 0)")
+            raise ValueError(
+                f"scales[{name!r}] must be positive and finite (ReLU commutes only with s > 0)"
+            )
         for a in known[name].axes:
             t = out[a.tensor]
             s_t = s.to(device=t.device, dtype=t.dtype)
             if a.blocks > 1:
                 index = _block_local_index(a, t.shape[1], s_t.shape[1], t.device)
-                factor = s_t[:, index].reshape(t.shape[0], t.shape[1], t.shape[2], *([1] * (t.dim() - 3)))
+                factor = s_t[:, index].reshape(
+                    t.shape[0], t.shape[1], t.shape[2], *([1] * (t.dim() - 3))
+                )
             else:
                 factor = _along(t, a.axis, s_t)
             if a.role == "bn_var":
@@ -162,7 +184,9 @@ def apply_scales(state: Mapping[str, torch.Tensor], sym: Symmetry,
     return unstack(out, single)
 
 
-def shift_softmax(state: Mapping[str, torch.Tensor], sym: Symmetry, total: float = 1.0) -> tuple[State, torch.Tensor]:
+def shift_softmax(
+    state: Mapping[str, torch.Tensor], sym: Symmetry, total: float = 1.0
+) -> tuple[State, torch.Tensor]:
     """Add one constant to every output bias so that they sum to ``total`` (softmax is
     invariant to it); returns the new state and the (n,) shifts."""
     out, single = as_stack(state, sym)
@@ -178,8 +202,9 @@ def identity_permutations(sym: Symmetry, n: int, device=None) -> dict[str, torch
     return {g.name: torch.arange(g.width, device=device).repeat(n, 1) for g in sym.groups}
 
 
-def random_permutations(sym: Symmetry, n: int, generator: torch.Generator | None = None,
-                        device=None) -> dict[str, torch.Tensor]:
+def random_permutations(
+    sym: Symmetry, n: int, generator: torch.Generator | None = None, device=None
+) -> dict[str, torch.Tensor]:
     """n admissible permutation sets drawn uniformly: random within blocks, and one random
     block permutation per coupling (blocks of uncoupled grouped layers stay in place)."""
     block_perm: dict[str, torch.Tensor] = {}
@@ -195,12 +220,22 @@ def random_permutations(sym: Symmetry, n: int, generator: torch.Generator | None
     return perms
 
 
-def random_scales(sym: Symmetry, n: int, generator: torch.Generator | None = None, spread: float = 1.0,
-                  dtype=torch.float64, device=None) -> dict[str, torch.Tensor]:
+def random_scales(
+    sym: Symmetry,
+    n: int,
+    generator: torch.Generator | None = None,
+    spread: float = 1.0,
+    dtype=torch.float64,
+    device=None,
+) -> dict[str, torch.Tensor]:
     """n scale sets, log-normal with standard deviation ``spread`` in log space."""
-    return {s.name: torch.exp(spread * torch.randn(n, sym.unit_group_of(s.name).width, generator=generator,
-                                                   dtype=dtype)).to(device)
-            for s in sym.scale_groups}
+    return {
+        s.name: torch.exp(
+            spread
+            * torch.randn(n, sym.unit_group_of(s.name).width, generator=generator, dtype=dtype)
+        ).to(device)
+        for s in sym.scale_groups
+    }
 
 
 def invert_permutations(perms: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -23,8 +23,9 @@ def _per_sample_bytes(store: Store, name: str) -> int:
     return math.prod(store.shape(name)) * store.state_array(name).dtype.itemsize
 
 
-def iter_state_blocks(store: Store, block_bytes: int = DEFAULT_BLOCK_BYTES,
-                      read_bytes: int = DEFAULT_READ_BYTES) -> Iterator[tuple[slice, dict[str, torch.Tensor]]]:
+def iter_state_blocks(
+    store: Store, block_bytes: int = DEFAULT_BLOCK_BYTES, read_bytes: int = DEFAULT_READ_BYTES
+) -> Iterator[tuple[slice, dict[str, torch.Tensor]]]:
     """(rows, stacked state) over the store's samples, in order."""
     sizes = {name: _per_sample_bytes(store, name) for name in store.state_names}
     per_sample = max(1, sum(sizes.values()))

@@ -31,13 +31,13 @@ from typing import Any
 # Exponent of the unit's scale applied to each role (bn_var is special: s^2 (var + eps) - eps,
 # exact in eval mode because BatchNorm divides by sqrt(var + eps)).
 ROLE_POWER = {
-    "in": 1,         # rows of a conv/linear weight: the unit's incoming weights
-    "bias": 1,       # the unit's bias
-    "out": -1,       # columns of the next conv/linear weight: the unit's outgoing weights
+    "in": 1,  # rows of a conv/linear weight: the unit's incoming weights
+    "bias": 1,  # the unit's bias
+    "out": -1,  # columns of the next conv/linear weight: the unit's outgoing weights
     "bn_weight": 1,  # BatchNorm gamma (the incoming weight of a BatchNorm output unit)
-    "bn_bias": 1,    # BatchNorm beta
-    "bn_mean": 1,    # BatchNorm running_mean
-    "bn_var": 2,     # BatchNorm running_var (eps-exact, see above)
+    "bn_bias": 1,  # BatchNorm beta
+    "bn_mean": 1,  # BatchNorm running_mean
+    "bn_var": 2,  # BatchNorm running_var (eps-exact, see above)
 }
 INCOMING_ROLES = ("in", "bn_weight")
 
@@ -45,14 +45,16 @@ INCOMING_ROLES = ("in", "bn_weight")
 @dataclass(frozen=True)
 class Axis:
     tensor: str
-    axis: int            # axis of the unbatched tensor
+    axis: int  # axis of the unbatched tensor
     role: str
-    blocks: int = 1      # > 1: an "out" axis of a grouped conv, indexed within the row's block
-    eps: float = 0.0     # BatchNorm eps, for role "bn_var"
+    blocks: int = 1  # > 1: an "out" axis of a grouped conv, indexed within the row's block
+    eps: float = 0.0  # BatchNorm eps, for role "bn_var"
 
     def __post_init__(self) -> None:
         if self.role not in ROLE_POWER:
-            raise ValueError(f"unknown role {self.role!r} for {self.tensor} (known: {sorted(ROLE_POWER)})")
+            raise ValueError(
+                f"unknown role {self.role!r} for {self.tensor} (known: {sorted(ROLE_POWER)})"
+            )
         if self.blocks > 1 and (self.role != "out" or self.axis != 1):
             raise ValueError(f"{self.tensor}: only axis 1 with role 'out' can be block-local")
 
@@ -61,7 +63,7 @@ class Axis:
 class ScaleGroup:
     name: str
     axes: tuple[Axis, ...]
-    absorbed_by_bn: bool = False   # conv output channel feeding BatchNorm (no ReLU involved)
+    absorbed_by_bn: bool = False  # conv output channel feeding BatchNorm (no ReLU involved)
 
     @property
     def incoming(self) -> tuple[Axis, ...]:
@@ -74,7 +76,7 @@ class UnitGroup:
     width: int
     axes: tuple[Axis, ...]
     scales: tuple[ScaleGroup, ...]
-    key: Axis                    # incoming weight whose rows give the sorting key
+    key: Axis  # incoming weight whose rows give the sorting key
     blocks: int = 1
 
     @property
@@ -90,7 +92,7 @@ class Symmetry:
     groups: tuple[UnitGroup, ...]
     shapes: dict[str, tuple[int, ...]]
     couplings: tuple[tuple[str, ...], ...] = ()
-    output_bias: str | None = None       # target of the softmax shift; None: no softmax
+    output_bias: str | None = None  # target of the softmax shift; None: no softmax
     mass_tensors: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -141,24 +143,34 @@ def validate(sym: Symmetry) -> None:
     claimed: dict[tuple[str, int], str] = {}
     for g in sym.groups:
         if g.width < 1 or g.blocks < 1 or g.width % g.blocks:
-            raise ValueError(f"group {g.name}: width {g.width} not divisible into {g.blocks} blocks")
+            raise ValueError(
+                f"group {g.name}: width {g.width} not divisible into {g.blocks} blocks"
+            )
         for a in g.axes:
             if a.tensor not in sym.shapes:
                 raise ValueError(f"group {g.name}: unknown tensor {a.tensor}")
             size = sym.shapes[a.tensor][a.axis]
             expected = g.width // a.blocks
             if size != expected:
-                raise ValueError(f"group {g.name}: {a.tensor} axis {a.axis} has size {size}, expected {expected}")
+                raise ValueError(
+                    f"group {g.name}: {a.tensor} axis {a.axis} has size {size}, expected {expected}"
+                )
             if a.blocks > 1 and a.blocks != g.blocks:
-                raise ValueError(f"group {g.name}: {a.tensor} has {a.blocks} blocks, the group {g.blocks}")
+                raise ValueError(
+                    f"group {g.name}: {a.tensor} has {a.blocks} blocks, the group {g.blocks}"
+                )
             if (a.tensor, a.axis) in claimed:
-                raise ValueError(f"{a.tensor} axis {a.axis} belongs to both {claimed[(a.tensor, a.axis)]} and {g.name}")
+                raise ValueError(
+                    f"{a.tensor} axis {a.axis} belongs to both {claimed[(a.tensor, a.axis)]} and {g.name}"
+                )
             claimed[(a.tensor, a.axis)] = g.name
         for s in g.scales:
             if not set(s.axes) <= set(g.axes):
                 raise ValueError(f"scale group {s.name}: axes outside unit group {g.name}")
             if not s.incoming:
-                raise ValueError(f"scale group {s.name}: no incoming weights, so no canonical scale")
+                raise ValueError(
+                    f"scale group {s.name}: no incoming weights, so no canonical scale"
+                )
         if g.key not in g.axes or g.key.role != "in":
             raise ValueError(f"group {g.name}: key {g.key} must be one of its 'in' axes")
     for coupling in sym.couplings:
@@ -207,8 +219,10 @@ def topological_scale_order(sym: Symmetry) -> list[ScaleGroup]:
     scaled) when its norm is taken: the input-side order of SPEC section 2."""
     owner = _column_owner(sym)
     groups = {s.name: s for s in sym.scale_groups}
-    deps = {n: {owner[a.tensor][1] for a in s.incoming if a.tensor in owner and owner[a.tensor][1]}
-            for n, s in groups.items()}
+    deps = {
+        n: {owner[a.tensor][1] for a in s.incoming if a.tensor in owner and owner[a.tensor][1]}
+        for n, s in groups.items()
+    }
     return [groups[n] for n in _toposort(list(groups), deps, "scale-group")]
 
 

@@ -15,8 +15,9 @@ import torch
 from symbnn.models import build_model
 
 
-def random_state(spec: dict[str, Any], n: int, seed: int = 0, dtype=torch.float64,
-                 bias_std: float = 0.1) -> dict[str, torch.Tensor]:
+def random_state(
+    spec: dict[str, Any], n: int, seed: int = 0, dtype=torch.float64, bias_std: float = 0.1
+) -> dict[str, torch.Tensor]:
     """n random networks of ``spec`` stacked as name -> (n, *shape)."""
     g = torch.Generator().manual_seed(seed)
     torch_state = torch.random.get_rng_state()
@@ -43,8 +44,11 @@ def random_state(spec: dict[str, Any], n: int, seed: int = 0, dtype=torch.float6
     return state
 
 
-def outputs(spec_or_model: dict[str, Any] | torch.nn.Module, state: Mapping[str, torch.Tensor],
-            x: torch.Tensor) -> torch.Tensor:
+def outputs(
+    spec_or_model: dict[str, Any] | torch.nn.Module,
+    state: Mapping[str, torch.Tensor],
+    x: torch.Tensor,
+) -> torch.Tensor:
     """Eval-mode outputs (n, batch, classes) of each network of a stacked state on inputs x."""
     model = build_model(spec_or_model) if isinstance(spec_or_model, dict) else spec_or_model
     model = model.to(x.dtype).eval()

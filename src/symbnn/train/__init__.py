@@ -1,7 +1,7 @@
 """Training engine: recipes, seeded initialisation and data order, loop and batched trainers.
 
-    from symbnn.train import OPTUNET_MNIST, train_seeds
-    result = train_seeds({"name": "optunet"}, OPTUNET_MNIST, train, test, seeds=range(32))
+from symbnn.train import OPTUNET_MNIST, train_seeds
+result = train_seeds({"name": "optunet"}, OPTUNET_MNIST, train, test, seeds=range(32))
 """
 
 from symbnn.train.engine import TrainResult, train_seeds

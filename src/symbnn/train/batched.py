@@ -17,20 +17,25 @@ import torch
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
+from symbnn.progress import progress as progress_bar
 from symbnn.train import optunet_stacked
 from symbnn.train.batches import batch_bounds, epoch_orders
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
-from symbnn.progress import progress as progress_bar
 
 # intermediates per chunk on a CPU (a size that stays in the L3 cache of small servers)
 CPU_CHUNK_BYTES = 16 << 20
 
 
-def stacked_net(model: torch.nn.Module, train: ImageData, device: torch.device | str, augment: bool,
-                generic: bool = False):
+def stacked_net(
+    model: torch.nn.Module,
+    train: ImageData,
+    device: torch.device | str,
+    augment: bool,
+    generic: bool = False,
+):
     """The fastest stacked formulation for `model`: OptuNet's matmul form when it applies
     (unless `generic`), vmap otherwise."""
     if optunet_stacked.supports(model) and not augment and not generic:
@@ -46,9 +51,16 @@ def default_chunk(net, batch_size: int, k: int, device: torch.device | str) -> i
     return max(1, min(k, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size))))
 
 
-def train_batched(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seeds: Sequence[int],
-                  device: torch.device | str = "cpu", progress: bool = False, chunk: int | None = None,
-                  generic: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.nn.Module]:
+def train_batched(
+    model_spec: dict[str, Any],
+    recipe: Recipe,
+    train: ImageData,
+    seeds: Sequence[int],
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+    chunk: int | None = None,
+    generic: bool = False,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.nn.Module]:
     """Train the seeds together. Returns the stacked parameters (name -> (K, *shape), on
     `device`), the final-epoch mean losses (K,) and one of the models (the architecture).
     `chunk` models go through each forward/backward (default: by size on a CPU, all on a
@@ -57,8 +69,10 @@ def train_batched(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, 
     template = models[0]
     if any(True for _ in template.buffers()):
         raise ValueError("the batched trainer needs a model without buffers; use the loop trainer")
-    params = {name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(device)
-              for name, _ in template.named_parameters()}
+    params = {
+        name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(device)
+        for name, _ in template.named_parameters()
+    }
     del models
 
     net = stacked_net(template, train, device, recipe.augment, generic)
@@ -66,15 +80,18 @@ def train_batched(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, 
     chunk = chunk or default_chunk(net, recipe.batch_size, k, device)
     chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
     order_generators = [seed_generator(seed, "order") for seed in seeds]
-    augment_generators = [seed_generator(seed, "augment") for seed in seeds] if recipe.augment else None
+    augment_generators = (
+        [seed_generator(seed, "augment") for seed in seeds] if recipe.augment else None
+    )
     labels = train.labels.to(device)
     optimizer = StackedSGD(params, recipe.momentum, recipe.nesterov, recipe.weight_decay)
     grads = {name: torch.empty_like(p) for name, p in params.items()}
     loss_sum = torch.zeros(k, dtype=torch.float64, device=device)  # no host sync per step
 
     bounds = batch_bounds(n, recipe.batch_size)
-    bar = progress_bar(total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step",
-                       enabled=progress)
+    bar = progress_bar(
+        total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step", enabled=progress
+    )
     for epoch in range(recipe.epochs):
         lr = recipe.lr_at(epoch)
         orders = epoch_orders(n, order_generators).to(device)
@@ -85,8 +102,13 @@ def train_batched(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, 
                 gens = augment_generators[part] if augment_generators else None
                 leaf = {name: p[part].detach().requires_grad_() for name, p in params.items()}
                 logits = net.forward(leaf, net.inputs(idx[part], gens))
-                losses = F.cross_entropy(logits.flatten(0, 1), labels[idx[part]].flatten(),
-                                         reduction="none").view(logits.shape[0], -1).mean(1)
+                losses = (
+                    F.cross_entropy(
+                        logits.flatten(0, 1), labels[idx[part]].flatten(), reduction="none"
+                    )
+                    .view(logits.shape[0], -1)
+                    .mean(1)
+                )
                 # models are independent: d(sum of losses)/d(model k) = d(loss k)/d(model k)
                 for name, grad in zip(leaf, torch.autograd.grad(losses.sum(), list(leaf.values()))):
                     grads[name][part] = grad

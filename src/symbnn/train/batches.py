@@ -20,7 +20,9 @@ def epoch_orders(n: int, generators: list[torch.Generator]) -> torch.Tensor:
     return torch.stack([torch.randperm(n, generator=g) for g in generators])
 
 
-def augment_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int = 4) -> torch.Tensor:
+def augment_crop_flip(
+    images: torch.Tensor, generator: torch.Generator, padding: int = 4
+) -> torch.Tensor:
     """Random crop of the zero-padded image back to its size, then a horizontal flip with
     probability 1/2 (torchvision's RandomCrop(size, padding) + RandomHorizontalFlip on uint8
     images). `images` is (B, C, H, W) on any device; the draws are made on the CPU."""

@@ -47,4 +47,4 @@ def refresh_batchnorm(model: nn.Module, batches, size_weighted: bool = True) -> 
 def training_inputs(train: ImageData, batch_size: int, device: torch.device | str):
     """The training inputs, normalised, in order, in batches (no augmentation)."""
     for start in range(0, len(train), batch_size):
-        yield train.normalize(train.images[start:start + batch_size].to(device))
+        yield train.normalize(train.images[start : start + batch_size].to(device))

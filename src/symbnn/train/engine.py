@@ -10,12 +10,12 @@ import numpy as np
 import torch
 
 from symbnn.data.core import ImageData
+from symbnn.progress import progress as progress_bar
 from symbnn.train.batched import train_batched
 from symbnn.train.evaluate import accuracy, unstack
 from symbnn.train.loop import train_one
 from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, check_seed
-from symbnn.progress import progress as progress_bar
 
 
 @dataclass
@@ -47,9 +47,17 @@ def has_buffers(model_spec: dict[str, Any]) -> bool:
     return any(True for _ in build_seeded_model(model_spec, 0).buffers())
 
 
-def train_seeds(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, test: ImageData,
-                seeds: Sequence[int], *, device: torch.device | str = "cpu", batched: bool = True,
-                progress: bool = False) -> TrainResult:
+def train_seeds(
+    model_spec: dict[str, Any],
+    recipe: Recipe,
+    train: ImageData,
+    test: ImageData,
+    seeds: Sequence[int],
+    *,
+    device: torch.device | str = "cpu",
+    batched: bool = True,
+    progress: bool = False,
+) -> TrainResult:
     """Train one model per seed with `recipe` on `train`; evaluate each on `test`.
 
     Seed s alone fixes the initial weights and the data order (and augmentation), through
@@ -64,7 +72,9 @@ def train_seeds(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, te
     """
     seeds = _check_seeds(seeds)
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe (see Recipe.from_dict), got {type(recipe).__name__}")
+        raise TypeError(
+            f"recipe must be a Recipe (see Recipe.from_dict), got {type(recipe).__name__}"
+        )
     if batched and not has_buffers(model_spec):
         params, losses, template = train_batched(model_spec, recipe, train, seeds, device, progress)
         state = {name: tensor.detach().cpu() for name, tensor in params.items()}
@@ -73,8 +83,12 @@ def train_seeds(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, te
         for k in range(len(seeds)):
             template.load_state_dict(unstack(params, k))
             accs.append(accuracy(template, test, device))
-        return TrainResult(state, np.array(accs, dtype=np.float64),
-                           losses.cpu().numpy().astype(np.float64), np.array(seeds, dtype=np.int64))
+        return TrainResult(
+            state,
+            np.array(accs, dtype=np.float64),
+            losses.cpu().numpy().astype(np.float64),
+            np.array(seeds, dtype=np.int64),
+        )
 
     states, accs, losses = [], [], []
     for seed in progress_bar(seeds, desc="train (loop)", unit="model", enabled=progress):
@@ -84,5 +98,9 @@ def train_seeds(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, te
         states.append({name: t.detach().cpu() for name, t in model.state_dict().items()})
         del model
     state = {name: torch.stack([s[name] for s in states]) for name in states[0]}
-    return TrainResult(state, np.array(accs, dtype=np.float64), np.array(losses, dtype=np.float64),
-                       np.array(seeds, dtype=np.int64))
+    return TrainResult(
+        state,
+        np.array(accs, dtype=np.float64),
+        np.array(losses, dtype=np.float64),
+        np.array(seeds, dtype=np.int64),
+    )

@@ -10,13 +10,15 @@ from symbnn.data.core import ImageData
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, data: ImageData, device: torch.device | str = "cpu", batch_size: int = 1000) -> float:
+def accuracy(
+    model: nn.Module, data: ImageData, device: torch.device | str = "cpu", batch_size: int = 1000
+) -> float:
     was_training = model.training
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     for start in range(0, len(data), batch_size):
-        images = data.images[start:start + batch_size].to(device)
-        labels = data.labels[start:start + batch_size].to(device)
+        images = data.images[start : start + batch_size].to(device)
+        labels = data.labels[start : start + batch_size].to(device)
         correct += (model(data.normalize(images)).argmax(1) == labels).sum()
     model.train(was_training)
     return int(correct) / len(data)

@@ -19,8 +19,13 @@ from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, seed_generator
 
 
-def train_one(model_spec: dict[str, Any], recipe: Recipe, train: ImageData, seed: int,
-              device: torch.device | str = "cpu") -> tuple[torch.nn.Module, float]:
+def train_one(
+    model_spec: dict[str, Any],
+    recipe: Recipe,
+    train: ImageData,
+    seed: int,
+    device: torch.device | str = "cpu",
+) -> tuple[torch.nn.Module, float]:
     """Train one seed; returns the module (on `device`) and its final-epoch mean loss."""
     model = build_seeded_model(model_spec, seed).to(device)
     return model, fit_module(model, recipe, train, seed, device)
@@ -33,9 +38,14 @@ def cross_entropy_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor)
     return F.cross_entropy(model(x), y)
 
 
-def seed_batches(train: ImageData, batch_size: int, seed: int, epochs: int,
-                 device: torch.device | str = "cpu", augment: bool = False
-                 ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+def seed_batches(
+    train: ImageData,
+    batch_size: int,
+    seed: int,
+    epochs: int,
+    device: torch.device | str = "cpu",
+    augment: bool = False,
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """(epoch, normalised inputs, labels) for every step of `epochs` epochs, in seed `seed`'s
     data order (and augmentation): the same stream the trainers use."""
     order_generator = seed_generator(seed, "order")
@@ -54,16 +64,27 @@ def seed_batches(train: ImageData, batch_size: int, seed: int, epochs: int,
             yield epoch, x, labels[idx]
 
 
-def fit_module(model: torch.nn.Module, recipe: Recipe, train: ImageData, seed: int,
-               device: torch.device | str = "cpu", loss_fn: LossFn = cross_entropy_loss,
-               on_step: Callable[[int, torch.nn.Module], None] | None = None) -> float:
+def fit_module(
+    model: torch.nn.Module,
+    recipe: Recipe,
+    train: ImageData,
+    seed: int,
+    device: torch.device | str = "cpu",
+    loss_fn: LossFn = cross_entropy_loss,
+    on_step: Callable[[int, torch.nn.Module], None] | None = None,
+) -> float:
     """Train `model` in place with `recipe` (SGD, schedule) in seed `seed`'s data order;
     returns the final epoch's mean loss. `loss_fn(model, x, y)` lets a method change the
     objective (e.g. an ELBO) while keeping the recipe's optimiser and schedule.
     `on_step(step, model)`, if given, is called after each optimiser step (steps 1, 2, ...)."""
     model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
-                                nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=recipe.lr,
+        momentum=recipe.momentum,
+        nesterov=recipe.nesterov,
+        weight_decay=recipe.weight_decay,
+    )
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per step
     current_epoch = -1
     batches = seed_batches(train, recipe.batch_size, seed, recipe.epochs, device, recipe.augment)

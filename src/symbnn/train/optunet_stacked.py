@@ -41,33 +41,58 @@ def supports(model: nn.Module) -> bool:
         return False
     convs = (model.conv1, model.conv2)
     return model.conv1.groups == 1 and all(
-        conv.stride == (1, 1) and conv.padding == (0, 0) and conv.dilation == (1, 1) and conv.bias is None
-        and conv.padding_mode == "zeros" and conv.kernel_size[0] == conv.kernel_size[1] for conv in convs)
+        conv.stride == (1, 1)
+        and conv.padding == (0, 0)
+        and conv.dilation == (1, 1)
+        and conv.bias is None
+        and conv.padding_mode == "zeros"
+        and conv.kernel_size[0] == conv.kernel_size[1]
+        for conv in convs
+    )
 
 
 class OptuNetStacked:
     def __init__(self, model: OptuNet, train: ImageData, device: torch.device | str) -> None:
         if not supports(model):
-            raise ValueError("OptuNetStacked needs an OptuNet with plain (stride 1, no padding, no bias) convolutions")
+            raise ValueError(
+                "OptuNetStacked needs an OptuNet with plain (stride 1, no padding, no bias) convolutions"
+            )
         n, c, h, w = train.images.shape
         if model.conv1.in_channels != c:
-            raise ValueError(f"OptuNet expects {model.conv1.in_channels} input channels, the data has {c}")
+            raise ValueError(
+                f"OptuNet expects {model.conv1.in_channels} input channels, the data has {c}"
+            )
         k1, k2 = model.conv1.kernel_size[0], model.conv2.kernel_size[0]
-        c1, c2, g, p = model.conv1.out_channels, model.conv2.out_channels, model.conv2.groups, model.pool_size
+        c1, c2, g, p = (
+            model.conv1.out_channels,
+            model.conv2.out_channels,
+            model.conv2.groups,
+            model.pool_size,
+        )
         hp, wp = (h - k1 + 1) // p, (w - k1 + 1) // p  # pooled map (floor mode)
         if min(hp, wp) < k2:
             raise ValueError(f"images of {h}x{w} are too small for this OptuNet")
         self.shape = dict(c1=c1, c2=c2, groups=g, pool=p, hp=hp, wp=wp, k2=k2)
         span = wp * p + k1 - 1  # input columns of a conv1 window
         self.toeplitz1 = ToeplitzIndex(
-            c1, c, k1, span, wp * p,
+            c1,
+            c,
+            k1,
+            span,
+            wp * p,
             feature_of=lambda ci, i, j: (ci * k1 + i) * span + j,
-            column_of=lambda o, x: ((x % p) * c1 + o) * wp + x // p).to(device)
+            column_of=lambda o, x: ((x % p) * c1 + o) * wp + x // p,
+        ).to(device)
         c1g, self.rows2, self.cols2 = c1 // g, hp - k2 + 1, wp - k2 + 1
         self.toeplitz2 = ToeplitzIndex(
-            c2 // g, c1g, k2, wp, self.cols2,
+            c2 // g,
+            c1g,
+            k2,
+            wp,
+            self.cols2,
             feature_of=lambda ci, i, j: (i * wp + j) * c1g + ci,  # channels-last pooled rows
-            column_of=lambda o, x: o * self.cols2 + x).to(device)
+            column_of=lambda o, x: o * self.cols2 + x,
+        ).to(device)
 
         table = train.normalize(train.images.to(device)).contiguous()
         # windows[n, y, c, i, j] = x[n, c, y + i, j] for the hp * p rows the pool reads
@@ -78,10 +103,14 @@ class OptuNetStacked:
 
     def bytes_per_model(self, batch_size: int) -> int:
         """Size of one model's conv1 windows and outputs for one step (the big intermediates)."""
-        per_sample = self.windows[0].numel() + self.shape["hp"] * self.shape["pool"] * self.toeplitz1.columns
+        per_sample = (
+            self.windows[0].numel() + self.shape["hp"] * self.shape["pool"] * self.toeplitz1.columns
+        )
         return 4 * batch_size * per_sample
 
-    def inputs(self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None) -> torch.Tensor:
+    def inputs(
+        self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None
+    ) -> torch.Tensor:
         """(K, B) sample indices -> (K, B * rows, features) conv1 windows."""
         if augment_generators is not None:
             raise ValueError("OptuNetStacked reads precomputed windows and cannot augment")
@@ -106,7 +135,9 @@ class OptuNetStacked:
         a1 = a1.view(k, b, hp, g, c1g, wp).permute(0, 3, 1, 2, 5, 4)
 
         # conv2 on windows of k2 pooled rows: (K*G, B*rows2, k2*Wp*C1g)
-        win2 = a1.unfold(3, s["k2"], 1).permute(0, 1, 2, 3, 6, 4, 5).reshape(k * g, b * self.rows2, -1)
+        win2 = (
+            a1.unfold(3, s["k2"], 1).permute(0, 1, 2, 3, 6, 4, 5).reshape(k * g, b * self.rows2, -1)
+        )
         t2 = self.toeplitz2.expand(params["conv2.weight"].reshape(k * g, -1))
         z2 = F.relu(torch.bmm(win2, t2)).view(k, g, b, self.rows2, c2g, self.cols2)
         hidden = z2.mean(dim=(3, 5)).permute(0, 2, 1, 3).reshape(k, b, s["c2"])

@@ -86,15 +86,23 @@ class Recipe:
         if self.gamma <= 0:
             raise ValueError(f"recipe key 'gamma': must be > 0, got {self.gamma!r}")
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"recipe key 'schedule': unknown schedule {self.schedule!r} "
-                             f"(known: {', '.join(SCHEDULES)})")
+            raise ValueError(
+                f"recipe key 'schedule': unknown schedule {self.schedule!r} "
+                f"(known: {', '.join(SCHEDULES)})"
+            )
         if isinstance(self.milestones, (str, bytes)) or not hasattr(self.milestones, "__iter__"):
-            raise ValueError(f"recipe key 'milestones': expected a list of epochs, got {self.milestones!r}")
+            raise ValueError(
+                f"recipe key 'milestones': expected a list of epochs, got {self.milestones!r}"
+            )
         milestones = tuple(_as_int("milestones", m, 1) for m in self.milestones)
         if any(b <= a for a, b in zip(milestones, milestones[1:])):
-            raise ValueError(f"recipe key 'milestones': must be strictly increasing, got {list(milestones)}")
+            raise ValueError(
+                f"recipe key 'milestones': must be strictly increasing, got {list(milestones)}"
+            )
         if milestones and self.schedule != "multistep":
-            raise ValueError(f"recipe key 'milestones': only used by schedule 'multistep', not {self.schedule!r}")
+            raise ValueError(
+                f"recipe key 'milestones': only used by schedule 'multistep', not {self.schedule!r}"
+            )
         set_("milestones", milestones)
 
     def lr_at(self, epoch: int) -> float:
@@ -120,11 +128,15 @@ class Recipe:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(config) - known - {"preset"})
         if unknown:
-            raise ValueError(f"unknown recipe key {unknown[0]!r} (known: preset, {', '.join(sorted(known))})")
+            raise ValueError(
+                f"unknown recipe key {unknown[0]!r} (known: preset, {', '.join(sorted(known))})"
+            )
         preset = config.pop("preset", None)
         if preset is not None:
             if preset not in PRESETS:
-                raise ValueError(f"recipe key 'preset': unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+                raise ValueError(
+                    f"recipe key 'preset': unknown preset {preset!r} (known: {', '.join(PRESETS)})"
+                )
             return replace(PRESETS[preset], **config)
         missing = [name for name in ("epochs", "batch_size", "lr") if name not in config]
         if missing:
@@ -139,11 +151,27 @@ class Recipe:
 
 
 # Paper appendix B.1 / SPEC section 4
-OPTUNET_MNIST = Recipe(epochs=60, batch_size=64, lr=0.04, weight_decay=2e-4,
-                       schedule="multistep", milestones=(15, 30), gamma=0.5)
-RESNET18_CIFAR100 = Recipe(epochs=75, batch_size=128, lr=0.1, momentum=0.9, nesterov=True,
-                           weight_decay=5e-4, schedule="multistep", milestones=(25, 50), gamma=0.1,
-                           augment=True)
+OPTUNET_MNIST = Recipe(
+    epochs=60,
+    batch_size=64,
+    lr=0.04,
+    weight_decay=2e-4,
+    schedule="multistep",
+    milestones=(15, 30),
+    gamma=0.5,
+)
+RESNET18_CIFAR100 = Recipe(
+    epochs=75,
+    batch_size=128,
+    lr=0.1,
+    momentum=0.9,
+    nesterov=True,
+    weight_decay=5e-4,
+    schedule="multistep",
+    milestones=(25, 50),
+    gamma=0.1,
+    augment=True,
+)
 
 PRESETS: dict[str, Recipe] = {
     "optunet_mnist": OPTUNET_MNIST,

@@ -35,8 +35,10 @@ def seed_generator(seed: int, stream: str) -> torch.Generator:
 
 
 def _is_torchvision_resnet(model: nn.Module) -> bool:
-    return any(cls.__name__ == "ResNet" and cls.__module__.startswith("torchvision")
-               for cls in type(model).__mro__)
+    return any(
+        cls.__name__ == "ResNet" and cls.__module__.startswith("torchvision")
+        for cls in type(model).__mro__
+    )
 
 
 @torch.no_grad()
@@ -52,7 +54,9 @@ def init_parameters(model: nn.Module, generator: torch.Generator) -> nn.Module:
             continue
         if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)):
             if conv_fan_out and not isinstance(module, nn.Linear):
-                nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu", generator=generator)
+                nn.init.kaiming_normal_(
+                    module.weight, mode="fan_out", nonlinearity="relu", generator=generator
+                )
             else:
                 nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5), generator=generator)
             if module.bias is not None:
@@ -63,8 +67,10 @@ def init_parameters(model: nn.Module, generator: torch.Generator) -> nn.Module:
             for tensor_name, tensor in own.items():
                 tensor.fill_(1.0 if tensor_name == "weight" else 0.0)
         else:
-            raise TypeError(f"init_parameters: no seeded initialiser for module {name!r} "
-                            f"of type {type(module).__name__}")
+            raise TypeError(
+                f"init_parameters: no seeded initialiser for module {name!r} "
+                f"of type {type(module).__name__}"
+            )
     return model
 
 

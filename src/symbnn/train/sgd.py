@@ -12,8 +12,13 @@ import torch
 
 
 class StackedSGD:
-    def __init__(self, params: dict[str, torch.Tensor], momentum: float = 0.0,
-                 nesterov: bool = False, weight_decay: float = 0.0) -> None:
+    def __init__(
+        self,
+        params: dict[str, torch.Tensor],
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        weight_decay: float = 0.0,
+    ) -> None:
         if nesterov and momentum == 0:
             raise ValueError("Nesterov momentum needs momentum > 0")
         self.params = params

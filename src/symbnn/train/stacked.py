@@ -20,9 +20,13 @@ from symbnn.train.batches import augment_crop_flip
 class VmapNet:
     """Generic stacked forward: vmap over the model axis of parameters and inputs."""
 
-    def __init__(self, model: nn.Module, train: ImageData, device: torch.device | str, augment: bool = False) -> None:
+    def __init__(
+        self, model: nn.Module, train: ImageData, device: torch.device | str, augment: bool = False
+    ) -> None:
         if any(True for _ in model.buffers()):
-            raise ValueError("VmapNet needs a module without buffers (BatchNorm statistics are per-model state)")
+            raise ValueError(
+                "VmapNet needs a module without buffers (BatchNorm statistics are per-model state)"
+            )
         # a parameter-free skeleton on the meta device: functional_call supplies the weights
         self.skeleton = copy.deepcopy(model).to("meta")
         self.data = train
@@ -40,7 +44,9 @@ class VmapNet:
         """Rough size of one model's step intermediates (inputs and a few activations)."""
         return 4 * batch_size * self.images[0].numel() * 4
 
-    def inputs(self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None) -> torch.Tensor:
+    def inputs(
+        self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None
+    ) -> torch.Tensor:
         if not self.augment:
             return self.table[idx]
         crops = [augment_crop_flip(self.images[i], g) for i, g in zip(idx, augment_generators)]

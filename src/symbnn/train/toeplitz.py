@@ -21,19 +21,32 @@ class ToeplitzIndex:
     """Where each kernel entry goes in T. `feature_of(c, i, j)` and `column_of(o, x)` give the
     flat row and column of T for index tensors, so the caller picks both memory orders."""
 
-    def __init__(self, out_channels: int, in_channels: int, k: int, span: int, width: int,
-                 feature_of: IndexMap, column_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    def __init__(
+        self,
+        out_channels: int,
+        in_channels: int,
+        k: int,
+        span: int,
+        width: int,
+        feature_of: IndexMap,
+        column_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
         if span < width + k - 1:
-            raise ValueError(f"a window of {span} columns cannot produce {width} outputs with a {k}-wide kernel")
+            raise ValueError(
+                f"a window of {span} columns cannot produce {width} outputs with a {k}-wide kernel"
+            )
         self.features = in_channels * k * span
         self.columns = out_channels * width
-        o, c, i, dj, x = torch.meshgrid(*(torch.arange(n) for n in (out_channels, in_channels, k, k, width)),
-                                        indexing="ij")
+        o, c, i, dj, x = torch.meshgrid(
+            *(torch.arange(n) for n in (out_channels, in_channels, k, k, width)), indexing="ij"
+        )
         kernel_entry = ((o * in_channels + c) * k + i) * k + dj  # flat index in W (out, in, k, k)
         position = feature_of(c, i, x + dj) * self.columns + column_of(o, x)
         self.kernel_size = out_channels * in_channels * k * k
         # gather[p]: the kernel entry at flat position p of T, or kernel_size (a zero) if none
-        self.gather = torch.full((self.features * self.columns,), self.kernel_size, dtype=torch.long)
+        self.gather = torch.full(
+            (self.features * self.columns,), self.kernel_size, dtype=torch.long
+        )
         self.gather[position.flatten()] = kernel_entry.flatten()
         if (self.gather < self.kernel_size).sum() != position.numel():
             raise ValueError("feature_of / column_of map two kernel entries to one place")
@@ -46,7 +59,9 @@ class ToeplitzIndex:
 
     def expand(self, kernels: torch.Tensor) -> torch.Tensor:
         """(M, kernel_size) flat kernels -> (M, features, columns) Toeplitz matrices."""
-        return _Expand.apply(kernels, self.gather, self.copies).view(-1, self.features, self.columns)
+        return _Expand.apply(kernels, self.gather, self.copies).view(
+            -1, self.features, self.columns
+        )
 
 
 class _Expand(torch.autograd.Function):
