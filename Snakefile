@@ -1,11 +1,11 @@
-# symbnn workflow: train a target posterior from seeds, then (as stages are added) remove its
-# symmetries, estimate posteriors with approximate methods, compare them and report.
+# symbnn workflow: train a target posterior from seeds, remove its symmetries, estimate
+# posteriors with approximate methods, compare them and report.
 # The work is done by the `symbnn` library (src/symbnn); rules and scripts stay thin.
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
-import symbnn.config
 import symbnn.jobenv
+import symbnn.settings
 
 min_version("9.0")
 
@@ -20,8 +20,8 @@ configfile: "config.yaml"
 report: "report/workflow.rst"
 
 
-validate(config, str(symbnn.config.SCHEMA_PATH))
-symbnn.config.check_semantics(config, "config.yaml")
+# Every setting checked once, defaults filled in: rules read SETTINGS, never `config`.
+SETTINGS = symbnn.jobenv.workflow_settings(config, workflow)
 
 
 include: "rules/common.smk"

@@ -8,7 +8,7 @@ on the same random networks.
 cvxpy runs in a child process with a wall-clock timeout and a resident-memory limit (the
 machine is shared); a case it does not finish is reported as skipped with the reason.
 Both solvers get the same networks in the same run, timed end to end through
-`symbnn.minmass.min_mass` (problem set-up included); the table also gives the time per network.
+`symbnn.symmetry.minmass.min_mass` (problem set-up included); the table also gives the time per network.
 Fast-solver times are the best of a few repeats (see --repeats); cvxpy runs once (a compiled
 problem re-solved per network). Wall-clock and CPU times are both reported: on a shared,
 oversubscribed CPU the wall clock includes time spent waiting for a core. Targets: fast
@@ -26,9 +26,9 @@ import time
 import numpy as np
 import torch
 
-from symbnn.minmass import min_mass, minmass_table
 from symbnn.store import write_store
 from symbnn.symmetry import unit_groups
+from symbnn.symmetry.minmass import min_mass, minmass_table
 from symbnn.symmetry.minmass_fast import DEFAULT_RELAXATION
 from symbnn.symmetry.testing import random_state
 

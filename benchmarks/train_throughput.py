@@ -20,9 +20,9 @@ import time
 import torch
 
 from symbnn.data import load_dataset
+from symbnn.settings import Recipe
 from symbnn.train.batched import train_batched
 from symbnn.train.loop import train_one
-from symbnn.train.recipe import Recipe
 
 
 def _sync(device: str) -> None:

@@ -1,15 +1,8 @@
 # The paper's further analyses: the toy posterior (Figure 1), the frequency of permutations
-# during training (section 5.2, Figure 4) and the layer-wise marginals (appendix D.3, Figure 9).
-# The toy and the marginals stand apart from the experiments; the permutation frequency trains
-# a few networks with an experiment's data, model and recipe.
-
-import functools
-
-import symbnn.analyses.plan
-
-ANALYSES = symbnn.analyses.plan.analyses_folder(config)
-# the files `rule all` asks for (see symbnn.analyses.plan: a block set to false is skipped)
-analyses_targets = functools.partial(symbnn.analyses.plan.targets, config)
+# during training (section 5.2, Figure 4), the layer-wise marginals (appendix D.3, Figure 9),
+# and the related work's symmetrised VI and variational alignment on a toy MLP task. All but
+# the permutation frequency stand apart from the experiments; it trains a few networks with an
+# experiment's data, model and recipe.
 
 
 rule analyses:
@@ -45,7 +38,7 @@ rule toy_posterior:
         mem_mb=2000,
         runtime=30,
     params:
-        settings=key_sorted(symbnn.analyses.plan.settings(config, "toy")),
+        settings=analysis_params("toy"),
     message:
         "Toy posterior (paper Figure 1): training two-layer perceptrons on two Gaussian classes and removing their symmetries"
     script:
@@ -81,7 +74,7 @@ rule marginals:
         mem_mb=2000,
         runtime=30,
     params:
-        settings=key_sorted(symbnn.analyses.plan.settings(config, "marginals")),
+        settings=analysis_params("marginals"),
     message:
         "Layer-wise marginals before and after symmetry removal (paper appendix D.3), with Kolmogorov-Smirnov tests"
     script:
@@ -117,19 +110,74 @@ rule permutation_frequency:
     resources:
         mem_mb=2000,
         runtime=60,
-        gpu=lambda wc: compute(wc, "gpus", 0),
+        gpu=compute("gpus"),
         slurm_partition=train_partition,
     params:
-        settings=lambda wc: key_sorted(
-            symbnn.analyses.plan.settings(config, "permutation_frequency")
-        ),
-        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
-        model=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["model"]),
-        recipe=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["recipe"]),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
+        settings=analysis_params("permutation_frequency"),
+        training=training_params,
     message:
         "Permutation frequency during training of {wildcards.experiment} (paper section 5.2): Kendall's tau between consecutive sorting permutations"
     script:
         "../workflow_scripts/permutation_frequency.py"
+
+
+rule symmetrised_vi:
+    output:
+        runs=f"{ANALYSES}/symmetrised_vi/runs.parquet",
+        table=f"{ANALYSES}/report/symmetrised_vi.md",
+        html=report(
+            f"{ANALYSES}/report/symmetrised_vi.html",
+            caption="../report/symmetrised_vi.rst",
+            category="Related work",
+            labels={"table": "symmetrised VI"},
+        ),
+    log:
+        f"{ANALYSES}/logs/symmetrised_vi.log",
+    benchmark:
+        f"{ANALYSES}/benchmarks/symmetrised_vi.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        settings=analysis_params("symmetrised_vi"),
+    message:
+        "Symmetrised vs mean-field variational posterior on the two-Gaussian MLP task"
+    script:
+        "../workflow_scripts/symmetrised_vi.py"
+
+
+rule variational_alignment:
+    output:
+        curves=f"{ANALYSES}/symmetrised_vi/alignment_curves.parquet",
+        table=f"{ANALYSES}/report/variational_alignment.md",
+        html=report(
+            f"{ANALYSES}/report/variational_alignment.html",
+            caption="../report/variational_alignment.rst",
+            category="Related work",
+            labels={"table": "VI loss barrier"},
+        ),
+        figure=report(
+            f"{ANALYSES}/report/variational_alignment.png",
+            caption="../report/variational_alignment.rst",
+            category="Related work",
+            labels={"figure": "VI interpolation"},
+        ),
+    log:
+        f"{ANALYSES}/logs/variational_alignment.log",
+    benchmark:
+        f"{ANALYSES}/benchmarks/variational_alignment.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        settings=analysis_params("symmetrised_vi"),
+    message:
+        "Aligning two mean-field variational posteriors of the two-Gaussian MLP task"
+    script:
+        "../workflow_scripts/variational_alignment.py"

@@ -1,14 +1,19 @@
-# Shared helpers: where outputs live, which shards an experiment has, resources from config.
+# Shared helpers: where outputs live, which shards an experiment has, and each rule's params and
+# resources from the settings layer (SETTINGS, checked in the Snakefile).
+#
+# Params hold exactly what changes a rule's result: a setting's resolved value, as a plain dict
+# in the settings' field order (so reordering config.yaml changes nothing). The environment
+# (data_root, download, device) and resources (compute) are never params.
 
 import functools
 
-import symbnn.config
+import symbnn.analyses.plan
 import symbnn.methods.registry
 import symbnn.methods.sampling
 
-RESULTS = config.get("results", "results")
-RUN = config["run"]
-EXPERIMENTS = config["experiments"]
+RESULTS = SETTINGS.results
+RUN = SETTINGS.run
+EXPERIMENTS = SETTINGS.experiments
 
 
 wildcard_constraints:
@@ -16,61 +21,60 @@ wildcard_constraints:
     shard="[0-9]+",
 
 
-def training_config(wildcards):
-    """What determines the trained weights: data, model, recipe and the convergence flag.
-    Only these are rule params, so editing e.g. symmetry settings never retrains."""
-    experiment = EXPERIMENTS[wildcards.experiment]
-    return key_sorted(
-        {
-            "data": experiment["data"],
-            "model": experiment["model"],
-            "recipe": experiment["recipe"],
-            "posterior": {"min_accuracy": experiment["posterior"].get("min_accuracy", 0.5)},
-        }
-    )
+def experiment_of(wildcards):
+    return EXPERIMENTS[wildcards.experiment]
 
 
-def key_sorted(value):
-    """Snakemake compares params by their printed form: sort keys so that reordering
-    config.yaml is not mistaken for a change."""
-    if isinstance(value, dict):
-        return {key: key_sorted(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [key_sorted(item) for item in value]
-    return value
+def training_params(wildcards):
+    """What determines the trained weights: data, model and recipe."""
+    experiment = experiment_of(wildcards)
+    return {
+        "data": experiment.data.to_dict(),
+        "model": experiment.model.to_dict(),
+        "recipe": experiment.recipe.to_dict(),
+    }
+
+
+def section_params(*path):
+    """Params function: the experiment's settings section at `path` (e.g. "symmetry"), or one
+    of its keys (e.g. "mmd", "pvalue")."""
+
+    def params(wildcards):
+        value = experiment_of(wildcards)
+        for name in path:
+            value = getattr(value, name)
+        return value.to_dict() if hasattr(value, "to_dict") else value
+
+    return params
 
 
 def shard_ids(experiment):
-    return symbnn.config.shard_ids(EXPERIMENTS[experiment]["posterior"])
+    return EXPERIMENTS[experiment].posterior.shard_ids()
 
 
-def compute(wildcards, key, default):
-    return EXPERIMENTS[wildcards.experiment].get("compute", {}).get(key, default)
-
-
-def symmetry_setting(wildcards, key, default):
-    return EXPERIMENTS[wildcards.experiment].get("symmetry", {}).get(key, default)
+def compute(key):
+    """Resource function: the experiment's `compute` setting `key`."""
+    return lambda wildcards: getattr(experiment_of(wildcards).compute, key)
 
 
 def partition_for(gpus):
     """config.yaml's Slurm partition for a job with this many GPUs."""
-    slurm = config.get("slurm", {})
-    return slurm.get("gpu_partition", "gpu") if gpus > 0 else slurm.get("cpu_partition", "cpu")
+    return SETTINGS.slurm.gpu_partition if gpus > 0 else SETTINGS.slurm.cpu_partition
 
 
 def train_partition(wildcards):
-    return partition_for(compute(wildcards, "gpus", 0))
+    return partition_for(experiment_of(wildcards).compute.gpus)
 
 
 def cpus_per_gpu(wildcards):
     """The job's threads per GPU (the Slurm plugin's --cpus-per-gpu); 0 leaves CPU jobs to
     --cpus-per-task."""
-    gpus = compute(wildcards, "gpus", 0)
-    return max(1, compute(wildcards, "threads", 1) // gpus) if gpus else 0
+    resources = experiment_of(wildcards).compute
+    return max(1, resources.threads // resources.gpus) if resources.gpus else 0
 
 
 # Models from this many parameters up (ResNet-18: 11M) get a GPU for their layer-wise MMD:
-# the L1 distances of 1100 samples cost minutes per million weights on a CPU (FACTS.md).
+# the L1 distances of 1100 samples cost minutes per million weights on a CPU.
 LARGE_MMD_PARAMETERS = 1_000_000
 
 
@@ -81,17 +85,14 @@ def n_parameters(experiment):
     from symbnn.models import build_model, count_parameters
 
     with torch.device("meta"):
-        model = build_model(EXPERIMENTS[experiment]["model"])
+        model = build_model(EXPERIMENTS[experiment].model.to_dict())
     return count_parameters(model)
 
 
 def mmd_gpus(wildcards):
     """The experiment's GPUs for the MMD of a large model; small models stay on CPUs."""
-    return (
-        compute(wildcards, "gpus", 0)
-        if n_parameters(wildcards.experiment) >= LARGE_MMD_PARAMETERS
-        else 0
-    )
+    large = n_parameters(wildcards.experiment) >= LARGE_MMD_PARAMETERS
+    return experiment_of(wildcards).compute.gpus if large else 0
 
 
 def mmd_partition(wildcards):
@@ -107,8 +108,8 @@ def store_runtime(base):
     plus 2 min per GB (1000 ResNet-18s are 45 GB of float32)."""
 
     def runtime(wildcards):
-        posterior = EXPERIMENTS[wildcards.experiment]["posterior"]
-        gigabytes = posterior["n_samples"] * n_parameters(wildcards.experiment) * 4 / 1e9
+        n_samples = experiment_of(wildcards).posterior.n_samples
+        gigabytes = n_samples * n_parameters(wildcards.experiment) * 4 / 1e9
         return base + int(2 * gigabytes)
 
     return runtime
@@ -123,10 +124,10 @@ def all_targets():
             f"{RESULTS}/{experiment}/canonical/target.zarr",
             f"{RESULTS}/{experiment}/report/minmass.png",
             f"{RESULTS}/{experiment}/report/minmass_summary.md",
+            f"{RESULTS}/{experiment}/report/collapse.png",
         ]
-        if "mmd" in EXPERIMENTS[experiment]:
+        if EXPERIMENTS[experiment].mmd.de_members is not None:
             targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
-        targets.append(f"{RESULTS}/{experiment}/report/collapse.png")
         if method_variants(experiment):
             targets.append(f"{RESULTS}/{experiment}/report/table1.md")
     return targets
@@ -139,34 +140,49 @@ wildcard_constraints:
 
 
 def methods_of(experiment):
-    return EXPERIMENTS[experiment].get("methods", {})
+    return EXPERIMENTS[experiment].methods
 
 
-def pool_section(experiment):
-    """The pool as a posterior-like section, so it shards like the target posterior."""
-    methods = methods_of(experiment)
-    return {
-        "n_samples": methods["pool"],
-        "shard_size": min(methods["pool"], EXPERIMENTS[experiment]["posterior"]["shard_size"]),
-        "first_seed": methods.get("first_seed", 1_000_000),
-    }
-
-
-def method_params(wildcards):
-    """What one method's samples depend on besides the pool: its settings and the counts."""
-    methods = methods_of(wildcards.experiment)
-    return key_sorted(
-        {
-            "settings": symbnn.methods.registry.settings_of(wildcards.method, methods),
-            "shares": symbnn.methods.registry.mode_shares(
-                wildcards.method, wildcards.variant, methods
-            ),
-            "seed": methods.get("seed", 0),
-        }
+def pool_posterior(experiment):
+    """The pool as a posterior section, so that it shards like the target posterior."""
+    methods, posterior = methods_of(experiment), EXPERIMENTS[experiment].posterior
+    return posterior.replace(
+        n_samples=methods.pool,
+        shard_size=min(methods.pool, posterior.shard_size),
+        first_seed=methods.first_seed,
     )
 
 
-def sample_blocks(wildcards):
+def fit_params(wildcards):
+    """What one block of a method's fits depends on besides the pool and its convergence
+    flags: the method's fit settings, the modes, the seed, and the sample counts when the
+    method draws its samples while fitting."""
+    methods = methods_of(wildcards.experiment)
+    registry = symbnn.methods.registry
+    blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, wildcards.variant, methods)
+    params = {
+        "settings": registry.fit_settings(wildcards.method, methods),
+        "modes": blocks[int(wildcards.block)],
+        "seed": methods.seed,
+    }
+    if registry.samples_at_fit(wildcards.method):
+        params["shares"] = registry.mode_shares(wildcards.method, wildcards.variant, methods)
+    return params
+
+
+def draw_params(wildcards):
+    """What a variant's samples depend on besides its fits: every setting of the method (the
+    fits carry the others' effect), the sample counts and the seed."""
+    methods = methods_of(wildcards.experiment)
+    registry = symbnn.methods.registry
+    return {
+        "settings": registry.settings_of(wildcards.method, methods).to_dict(),
+        "shares": registry.mode_shares(wildcards.method, wildcards.variant, methods),
+        "seed": methods.seed,
+    }
+
+
+def fit_blocks(wildcards):
     methods = methods_of(wildcards.experiment)
     blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, wildcards.variant, methods)
     return [f"{b:03d}" for b in range(len(blocks))]
@@ -174,53 +190,32 @@ def sample_blocks(wildcards):
 
 def method_variants(experiment):
     """(method, variant) pairs an experiment's `methods` section turns on."""
+    methods = methods_of(experiment)
+    if methods is None:
+        return []
     registry = symbnn.methods.registry
-    return [
-        (m, v)
-        for m in registry.configured_methods(methods_of(experiment))
-        for v in registry.variants(m)
-    ]
-
-
-# Alignment and symmetrised VI (rules/alignment.smk).
-ALIGNMENT_DEFAULTS = {
-    "points": 11,
-    "splits": ["train", "test"],
-    "bn_batches": 20,
-    "max_sweeps": 100,
-    "vi_samples": 32,
-}
-
-
-def alignment_options(*keys):
-    """Params function: the experiment's alignment settings (defaults filled in), only `keys`, the
-    ones the rule's script reads, so that editing another rule's setting does not rerun it."""
-
-    def options(wildcards):
-        settings = {**ALIGNMENT_DEFAULTS, **EXPERIMENTS[wildcards.experiment].get("alignment", {})}
-        return key_sorted({key: settings[key] for key in keys})
-
-    return options
-
-
-def symmetrised_vi_settings(wildcards):
-    return key_sorted(EXPERIMENTS[wildcards.experiment].get("symmetrised_vi", {}))
+    return [(m, v) for m in registry.configured_methods(methods) for v in registry.variants(m)]
 
 
 def alignment_targets():
-    """Barrier table and plot for every experiment with two target networks or more; the
-    toy-task VI outputs for experiments with a `symmetrised_vi` section."""
+    """Barrier table and plot for every experiment with two target networks or more."""
     targets = []
     for experiment in RUN:
-        settings = EXPERIMENTS[experiment]
-        if settings["posterior"]["n_samples"] >= 2:
+        if EXPERIMENTS[experiment].posterior.n_samples >= 2:
             targets += [
                 f"{RESULTS}/{experiment}/report/alignment_barrier.md",
                 f"{RESULTS}/{experiment}/report/alignment_interpolation.png",
             ]
-        if "symmetrised_vi" in settings:
-            targets += [
-                f"{RESULTS}/{experiment}/report/symmetrised_vi.md",
-                f"{RESULTS}/{experiment}/report/variational_alignment.png",
-            ]
     return targets
+
+
+# The paper's further analyses (rules/analyses.smk).
+ANALYSES = symbnn.analyses.plan.analyses_folder(SETTINGS)
+# the files the default target asks for (an analysis set to false is skipped)
+analyses_targets = functools.partial(symbnn.analyses.plan.targets, SETTINGS)
+
+
+def analysis_params(name):
+    """Params of an analysis: its resolved settings (the rule runs only when it is on)."""
+    section = getattr(SETTINGS.analyses, name)
+    return section.to_dict() if section is not False else {}

@@ -1,6 +1,6 @@
 # Posterior approximations: a pool of networks trained like the target (its converged ones are
-# the modes), then per (method, variant) sampling jobs, their gathered sample store, and the
-# predictions of every sample on the test and OOD sets.
+# the modes); per (method, variant) fit jobs, one per block of modes, and one draw job writing
+# the variant's sample store; then the predictions of every sample on the test and OOD sets.
 
 
 use rule train_shard as train_pool_shard with:
@@ -11,11 +11,8 @@ use rule train_shard as train_pool_shard with:
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/train_pool_shard/{{shard}}.tsv"
     params:
-        experiment=training_config,
-        seeds=lambda wc: symbnn.config.shard_seeds(pool_section(wc.experiment), wc.shard),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
+        training=training_params,
+        seeds=lambda wc: pool_posterior(wc.experiment).shard_seeds(wc.shard),
     message:
         "Training the seeds of pool shard {wildcards.shard} of {wildcards.experiment} (modes of the methods)"
 
@@ -25,7 +22,7 @@ use rule gather_posterior as gather_pool with:
         shards=lambda wc: expand(
             f"{RESULTS}/{{experiment}}/modes/shards/{{shard}}.zarr",
             experiment=wc.experiment,
-            shard=symbnn.config.shard_ids(pool_section(wc.experiment)),
+            shard=pool_posterior(wc.experiment).shard_ids(),
         ),
     output:
         store=directory(f"{RESULTS}/{{experiment}}/modes/pool.zarr"),
@@ -37,65 +34,80 @@ use rule gather_posterior as gather_pool with:
         "Gathering the {wildcards.experiment} pool shards into the pool store"
 
 
-rule sample:
+use rule convergence as pool_convergence with:
+    input:
+        store=f"{RESULTS}/{{experiment}}/modes/pool.zarr",
+    output:
+        table=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/pool_convergence.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/pool_convergence.tsv"
+    message:
+        "Flagging the {wildcards.experiment} pool networks converged or not"
+
+
+rule fit:
     input:
         pool=f"{RESULTS}/{{experiment}}/modes/pool.zarr",
+        converged=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
     output:
-        store=directory(
-            f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/blocks/{{block}}.zarr"
-        ),
+        fits=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/fits/{{block}}.pt",
     log:
-        f"{RESULTS}/{{experiment}}/logs/sample/{{method}}/{{variant}}/{{block}}.log",
+        f"{RESULTS}/{{experiment}}/logs/fit/{{method}}/{{variant}}/{{block}}.log",
     benchmark:
-        f"{RESULTS}/{{experiment}}/benchmarks/sample/{{method}}/{{variant}}/{{block}}.tsv"
+        f"{RESULTS}/{{experiment}}/benchmarks/fit/{{method}}/{{variant}}/{{block}}.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: lambda wc: compute(wc, "threads", 1)
+    threads: compute("threads")
     resources:
-        mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
-        runtime=lambda wc: compute(wc, "runtime_min", 60),
-        gpu=lambda wc: compute(wc, "gpus", 0),
+        mem_mb=compute("mem_mb"),
+        runtime=compute("runtime_min"),
+        gpu=compute("gpus"),
         cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     params:
-        # the method's own settings and the sample counts: editing another method's settings
-        # leaves these jobs alone
-        experiment=training_config,
-        method=method_params,
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
+        # the method's own fit settings: editing another method's, or a setting used only
+        # when drawing, leaves these jobs alone
+        training=training_params,
+        fit=fit_params,
     message:
-        "Sampling {wildcards.method} ({wildcards.variant}-mode, block {wildcards.block}) for {wildcards.experiment}"
+        "Fitting {wildcards.method} ({wildcards.variant}-mode, block {wildcards.block}) at the modes of {wildcards.experiment}"
     script:
-        "../workflow_scripts/sample.py"
+        "../workflow_scripts/fit.py"
 
 
-rule gather_samples:
+rule sample:
     input:
-        blocks=lambda wc: expand(
-            f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/blocks/{{block}}.zarr",
+        fits=lambda wc: expand(
+            f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/fits/{{block}}.pt",
             experiment=wc.experiment,
             method=wc.method,
             variant=wc.variant,
-            block=sample_blocks(wc),
+            block=fit_blocks(wc),
         ),
     output:
         store=directory(f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr"),
     log:
-        f"{RESULTS}/{{experiment}}/logs/gather_samples/{{method}}/{{variant}}.log",
+        f"{RESULTS}/{{experiment}}/logs/sample/{{method}}/{{variant}}.log",
     benchmark:
-        f"{RESULTS}/{{experiment}}/benchmarks/gather_samples/{{method}}/{{variant}}.tsv"
+        f"{RESULTS}/{{experiment}}/benchmarks/sample/{{method}}/{{variant}}.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: 1
+    threads: compute("threads")
     resources:
-        mem_mb=2000,
-        runtime=30,
+        mem_mb=compute("mem_mb"),
+        runtime=compute("runtime_min"),
+        gpu=compute("gpus"),
+        cpus_per_gpu=cpus_per_gpu,
+        slurm_partition=train_partition,
+    params:
+        training=training_params,
+        draw=draw_params,
     message:
-        "Gathering the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"
+        "Drawing the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"
     script:
-        "../workflow_scripts/gather_samples.py"
+        "../workflow_scripts/sample.py"
 
 
 rule predict:
@@ -111,19 +123,15 @@ rule predict:
         f"{RESULTS}/{{experiment}}/benchmarks/predict/{{method}}/{{variant}}.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: lambda wc: compute(wc, "threads", 1)
+    threads: compute("threads")
     resources:
-        mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
-        runtime=lambda wc: compute(wc, "runtime_min", 60),
-        gpu=lambda wc: compute(wc, "gpus", 0),
+        mem_mb=compute("mem_mb"),
+        runtime=compute("runtime_min"),
+        gpu=compute("gpus"),
         cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     params:
-        data=lambda wc: key_sorted(EXPERIMENTS[wc.experiment]["data"]),
-        batch=lambda wc: EXPERIMENTS[wc.experiment]["methods"].get("predict_batch", 1000),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
+        data=section_params("data"),
     message:
         "Predicting the test and OOD sets with every {wildcards.method} ({wildcards.variant}-mode) sample of {wildcards.experiment}"
     script:

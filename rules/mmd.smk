@@ -1,11 +1,12 @@
-# Layer-wise MMD against the target posterior. For now the Deep Ensembles check: converged
-# target checkpoints set aside as the ensemble, compared with the disjoint rest.
+# Layer-wise MMD against the target posterior: the Deep Ensembles check (converged target
+# checkpoints set aside as the ensemble, compared with the disjoint rest) and every method.
 
 
 rule mmd_deep_ensembles:
     input:
         target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
+        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
     output:
         per_layer=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/per_layer.parquet",
         summary=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/summary.parquet",
@@ -30,8 +31,7 @@ rule mmd_deep_ensembles:
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,
     params:
-        mmd=lambda wc: EXPERIMENTS[wc.experiment]["mmd"],
-        device=config.get("device", "auto"),
+        mmd=section_params("mmd"),
     message:
         "Layer-wise MMD of a Deep Ensemble of {wildcards.experiment} checkpoints vs the rest"
     script:
@@ -42,6 +42,7 @@ rule mmd_method:
     input:
         target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         target_canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
+        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
         samples=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
         samples_canonical=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/canonical.zarr",
     output:
@@ -61,9 +62,8 @@ rule mmd_method:
         slurm_partition=mmd_partition,
     params:
         # only the test settings: the Deep Ensembles check's member count is not one of them
-        pvalue=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("pvalue", False),
-        seed=lambda wc: EXPERIMENTS[wc.experiment].get("mmd", {}).get("seed", 0),
-        device=config.get("device", "auto"),
+        pvalue=section_params("mmd", "pvalue"),
+        seed=section_params("mmd", "seed"),
     message:
         "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} target posterior"
     script:

@@ -1,4 +1,5 @@
-# The target posterior: shards of seeds trained at once, gathered into one Zarr store.
+# The target posterior: shards of seeds trained at once, gathered into one Zarr store, then
+# flagged converged or not by a light rule (changing the threshold retrains nothing).
 
 
 rule train_shard:
@@ -10,22 +11,17 @@ rule train_shard:
         f"{RESULTS}/{{experiment}}/benchmarks/train_shard/{{shard}}.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: lambda wc: compute(wc, "threads", 1)
+    threads: compute("threads")
     resources:
-        mem_mb=lambda wc: compute(wc, "mem_mb", 2000),
-        runtime=lambda wc: compute(wc, "runtime_min", 60),
-        gpu=lambda wc: compute(wc, "gpus", 0),
+        mem_mb=compute("mem_mb"),
+        runtime=compute("runtime_min"),
+        gpu=compute("gpus"),
         cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     params:
-        # Editing the recipe, model or data reruns every shard (and all that follows).
-        experiment=training_config,
-        seeds=lambda wc: symbnn.config.shard_seeds(
-            EXPERIMENTS[wc.experiment]["posterior"], wc.shard
-        ),
-        data_root=config.get("data_root", "data"),
-        download=config.get("download", False),
-        device=config.get("device", "auto"),
+        # editing the recipe, model or data reruns every shard (and all that follows)
+        training=training_params,
+        seeds=lambda wc: experiment_of(wc).posterior.shard_seeds(wc.shard),
     message:
         "Training the seeds of shard {wildcards.shard} of {wildcards.experiment}"
     script:
@@ -55,3 +51,26 @@ rule gather_posterior:
         "Gathering the {wildcards.experiment} shards into the target posterior store"
     script:
         "../workflow_scripts/gather_posterior.py"
+
+
+rule convergence:
+    input:
+        store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+    output:
+        table=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/convergence.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/convergence.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        min_accuracy=section_params("posterior", "min_accuracy"),
+    message:
+        "Flagging the {wildcards.experiment} target networks converged or not"
+    script:
+        "../workflow_scripts/convergence.py"

@@ -4,6 +4,7 @@
 rule posterior_tables:
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
     output:
         training_csv=f"{RESULTS}/{{experiment}}/report/posterior_training.csv",
         training_md=f"{RESULTS}/{{experiment}}/report/posterior_training.md",
@@ -49,8 +50,8 @@ rule metrics:
         mem_mb=2000,
         runtime=30,
     params:
-        score=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("ood_score", "msp"),
-        bins=lambda wc: EXPERIMENTS[wc.experiment].get("metrics", {}).get("bins", 15),
+        score=section_params("metrics", "ood_score"),
+        bins=section_params("metrics", "bins"),
     message:
         "Uncertainty metrics of the {wildcards.method} ({wildcards.variant}-mode) predictions of {wildcards.experiment}"
     script:
@@ -119,16 +120,13 @@ use rule predict as predict_target with:
         f"{RESULTS}/{{experiment}}/logs/predict_target.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/predict_target.tsv"
-    params:
-        # `use rule ... with` keeps predict's other params; an experiment may have no `methods`
-        batch=lambda wc: EXPERIMENTS[wc.experiment].get("methods", {}).get("predict_batch", 1000),
     message:
         "Predicting the test and OOD sets with every target network of {wildcards.experiment}"
 
 
 rule functional_collapse:
     input:
-        store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
         predictions=f"{RESULTS}/{{experiment}}/posterior/predictions.zarr",
     output:
         pairs=f"{RESULTS}/{{experiment}}/collapse/pairs.parquet",
@@ -158,8 +156,8 @@ rule functional_collapse:
         mem_mb=2000,
         runtime=30,
     params:
-        pairs=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("pairs", 1000),
-        seed=lambda wc: EXPERIMENTS[wc.experiment].get("collapse", {}).get("seed", 0),
+        pairs=section_params("collapse", "pairs"),
+        seed=section_params("collapse", "seed"),
     message:
         "Functional collapse in {wildcards.experiment}: pairwise MI of target networks, ID vs OOD"
     script:

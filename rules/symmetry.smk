@@ -17,8 +17,8 @@ rule canonicalize:
         mem_mb=4000,
         runtime=store_runtime(60),
     params:
-        scale=lambda wc: symmetry_setting(wc, "scale", "unitnorm"),
-        key=lambda wc: symmetry_setting(wc, "key", "max"),
+        scale=section_params("symmetry", "scale"),
+        key=section_params("symmetry", "key"),
     message:
         "Removing the weight-space symmetries of the {wildcards.experiment} posterior"
     script:
@@ -41,7 +41,7 @@ rule minmass:
         mem_mb=4000,
         runtime=60,
     params:
-        solver=lambda wc: symmetry_setting(wc, "solver", "fast"),
+        solver=section_params("symmetry", "solver"),
     message:
         "Solving the min-mass problem for every network of {wildcards.experiment}"
     script:

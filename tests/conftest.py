@@ -67,7 +67,7 @@ def tiny_experiment(n_samples, shard_size=2):
     tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size, min_accuracy=0.0)
     # callers that want the MMD check, the methods or the alignment analyses set their own,
     # tiny, sections
-    for section in ("mmd", "methods", "alignment", "symmetrised_vi"):
+    for section in ("mmd", "methods", "alignment"):
         tiny.pop(section, None)
     return tiny
 
@@ -77,6 +77,18 @@ TINY_ANALYSES = {
     "toy": {"n_networks": 200, "epochs": 2, "n_per_class": 50, "max_loss": 0.3, "check_inputs": 64},
     "permutation_frequency": {"runs": 2, "every_k_steps": 2, "epochs": 2, "milestones": [1]},
     "marginals": {"n_networks": 24, "hidden": [4, 4], "epochs": 2},
+    "symmetrised_vi": {
+        "hidden": 3,
+        "steps": 40,
+        "seeds": [0],
+        "target_runs": 4,
+        "target_epochs": 2,
+        "mmd_samples": 4,
+        "eval_samples": 16,
+        "n_test": 100,
+        "alignment_points": 3,
+        "alignment_samples": 4,
+    },
 }
 NO_ANALYSES = {name: False for name in TINY_ANALYSES}
 
@@ -107,7 +119,7 @@ def tiny_problem():
     """OptuNet on 256 packaged digits with a 2-epoch recipe: seconds per sampler call."""
     from symbnn.data import load_dataset
     from symbnn.methods.base import Problem
-    from symbnn.train.recipe import Recipe
+    from symbnn.settings import Recipe
 
     train = load_dataset("digits", "train", "data").subset(slice(0, 256))
     recipe = Recipe(
@@ -142,3 +154,14 @@ def stop_process(process: subprocess.Popen, timeout: float) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def sample_with(method, problem, mode, count, settings=None, seed=0):
+    """A method's `count` samples at `mode`: its fit, then its draw, with `settings` (a
+    mapping of the method's settings, checked by its settings section)."""
+    from symbnn.methods import registry
+
+    section = registry.settings_class(method).parse(settings or {}, method)
+    module = registry.module(method)
+    fitted = module.fit(problem, mode, section, seed, count)
+    return module.draw(problem, fitted, count, section, seed)

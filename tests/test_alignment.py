@@ -22,7 +22,7 @@ from symbnn.symmetry import (
 )
 from symbnn.symmetry.testing import random_state
 
-SPECS = {
+ARCHITECTURES = {
     "mlp": ({"name": "mlp", "widths": [6, 16, 12, 3]}, (1, 6, 1, 1)),
     "optunet": ({"name": "optunet"}, (1, 28, 28)),
     "resnet18": ({"name": "resnet18", "num_classes": 5}, (3, 8, 8)),
@@ -45,9 +45,9 @@ def _single(spec, seed):
     return {k: v[0] for k, v in random_state(spec, 1, seed=seed, dtype=torch.float32).items()}
 
 
-@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
 def test_aligning_a_permuted_copy_recovers_the_permutation(name, one_torch_thread):
-    spec, shape = SPECS[name]
+    spec, shape = ARCHITECTURES[name]
     if name == "mlp":
         shape = (1, 1, 6)  # MLP flattens: any image shape with 6 pixels
     sym = unit_groups(spec)
@@ -84,26 +84,26 @@ def test_aligning_a_permuted_copy_recovers_the_permutation(name, one_torch_threa
     assert np.ptp(losses["none"]) > 1e-4
 
 
-MLP_SPEC = {"name": "mlp", "widths": [784, 32, 32, 10]}
+MLP_MODEL = {"name": "mlp", "widths": [784, 32, 32, 10]}
 
 
 def _trained_mlp(seed):
     from symbnn.data import load_dataset
+    from symbnn.settings import Recipe
     from symbnn.train.loop import train_one
-    from symbnn.train.recipe import Recipe
 
     train = load_dataset("digits", "train", "data").subset(
         torch.arange(0, 4000, 4)
     )  # the set is sorted by class
     recipe = Recipe(epochs=4, batch_size=32, lr=0.05, momentum=0.9)
-    model, _ = train_one(MLP_SPEC, recipe, train, seed)
+    model, _ = train_one(MLP_MODEL, recipe, train, seed)
     return {k: v.detach() for k, v in model.state_dict().items()}, train
 
 
 def test_alignment_lowers_the_barrier_between_independently_trained_mlps(one_torch_thread):
     from symbnn.data import load_dataset
 
-    spec = MLP_SPEC
+    spec = MLP_MODEL
     test = load_dataset("digits", "test", "data").subset(torch.arange(0, 1000, 2))
     for seeds in ((0, 1), (2, 3)):
         (a, _), (b, _) = _trained_mlp(seeds[0]), _trained_mlp(seeds[1])
@@ -235,6 +235,8 @@ def test_cli_barrier_prints_both_alignments(optunet_store, tmp_path, capsys, one
                 "1",
                 "--points",
                 "5",
+                "--split",
+                "test",
                 "--json",
                 "--curves",
                 str(curves),
@@ -247,7 +249,7 @@ def test_cli_barrier_prints_both_alignments(optunet_store, tmp_path, capsys, one
     assert all(r["split"] == "test" and r["barrier"] >= 0 for r in rows)
     assert pl.read_csv(curves).height == 2 * 5
     # same network on both sides: nothing to align, zero barrier
-    assert main(["barrier", str(a.path), str(a.path), "--points", "3"]) == 0
+    assert main(["barrier", str(a.path), str(a.path), "--points", "3", "--split", "test"]) == 0
     assert "| weight_matching | test  | 0.0" in capsys.readouterr().out
     b, _ = optunet_store("nodata.zarr", n=1, attrs={"data": None})
     assert main(["barrier", str(b.path), str(a.path)]) == 2

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import kendalltau
+from torch.nn import functional as F
 
 from symbnn.analyses import marginals as mg
 from symbnn.analyses import permutation_frequency as pf
@@ -11,13 +12,14 @@ from symbnn.analyses import toy
 from symbnn.analyses.stacked_mlp import (
     dataset_loss,
     mlp_spec,
-    seeded_states,
-    stacked_forward,
-    train_reference,
     train_stacked,
 )
+from symbnn.settings import Marginals, PermutationFrequency, Recipe, Toy, config_from_mapping
 from symbnn.symmetry import apply_permutations, unit_groups
 from symbnn.symmetry.testing import outputs, random_state
+from symbnn.train.batches import batch_bounds, epoch_orders
+from symbnn.train.mlp_stacked import stacked_forward
+from symbnn.train.seeding import build_seeded_model, seed_generator
 
 # ---------------------------------------------------------------- Kendall's tau
 
@@ -78,25 +80,22 @@ def test_permutation_taus_see_a_swap_of_units_and_nothing_else(one_torch_thread)
 
 
 def test_frequency_settings_shorten_the_recipe():
-    base = {"epochs": 12, "batch_size": 64, "lr": 0.04, "milestones": [2, 6, 9], "gamma": 0.5}
-    assert pf.FrequencySettings.from_dict({"epochs": 4}).recipe(base).milestones == (2,)
-    assert pf.FrequencySettings.from_dict({"epochs": 4, "milestones": [1, 3]}).recipe(
-        base
-    ).milestones == (1, 3)
-    assert pf.FrequencySettings.from_dict({}).recipe(base).epochs == 12
-    with pytest.raises(ValueError, match="unknown key 'run'"):
-        pf.FrequencySettings.from_dict({"run": 2})
-    recipe = pf.FrequencySettings.from_dict({"epochs": 4, "milestones": [1, 3]}).recipe(base)
+    base = Recipe(epochs=12, batch_size=64, lr=0.04, milestones=(2, 6, 9), gamma=0.5)
+    shortened = pf.analysis_recipe(PermutationFrequency(epochs=4), base)
+    assert shortened.milestones == (2,) and shortened.epochs == 4
+    recipe = pf.analysis_recipe(PermutationFrequency(epochs=4, milestones=(1, 3)), base)
+    assert recipe.milestones == (1, 3)
+    assert pf.analysis_recipe(PermutationFrequency(), base) == base
     assert pf.milestone_steps(recipe, 130) == [3, 9]  # 3 steps per epoch (64 + 64 + 2)
 
 
 def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
     from symbnn.data import load_dataset
-    from symbnn.train.recipe import Recipe
+    from symbnn.settings import Recipe
 
     train = load_dataset("digits", "train", "data").subset(slice(0, 128))
     recipe = Recipe(epochs=2, batch_size=32, lr=0.04, momentum=0.9, milestones=(1,), gamma=0.5)
-    settings = pf.FrequencySettings(runs=2, every_k_steps=3)
+    settings = PermutationFrequency(runs=2, every_k_steps=3)
     table, perms = pf.run_frequency({"name": "optunet"}, recipe, train, settings)
     # 8 steps: snapshots at 0, 3, 6 and the last step 8 -> 3 consecutive pairs per run, key, group
     assert table.height == 2 * 2 * 3 * 3
@@ -153,19 +152,56 @@ def test_stacked_forward_matches_the_mlp_module():
     )
 
 
-@pytest.mark.parametrize("loss, lr", [("bce", 0.5), ("mse", 0.02)])
-def test_batched_trainer_agrees_with_the_one_network_loop(toy_problem, loss, lr, one_torch_thread):
+def seeded_states(widths, seeds, dtype=torch.float32):
+    """The initial weights of each seed's MLP, stacked (name -> (K, *shape))."""
+    states = [build_seeded_model(mlp_spec(widths), int(seed)).state_dict() for seed in seeds]
+    return {name: torch.stack([s[name] for s in states]).to(dtype) for name in states[0]}
+
+
+def train_reference(widths, inputs, targets, seed, *, epochs, batch_size, lr, loss, dtype):
+    """One seed with an `nn.Module` and `torch.optim.SGD`: the oracle of the batched trainer
+    on tabular data (same seeded initial weights and data order)."""
+    model = build_seeded_model(mlp_spec(widths), int(seed)).to(dtype)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x = inputs.to(dtype)
+    y = targets if loss == "cross_entropy" else targets.to(dtype)
+    order_from = seed_generator(int(seed), "order")
+    for _ in range(epochs):
+        order = epoch_orders(len(x), [order_from])[0]
+        for start, stop in batch_bounds(len(x), batch_size):
+            idx = order[start:stop]
+            out = model(x[idx])
+            if loss == "cross_entropy":
+                value = F.cross_entropy(out, y[idx])
+            elif loss == "bce":
+                value = F.binary_cross_entropy_with_logits(out[:, 0], y[idx])
+            else:
+                value = (out[:, 0] - y[idx]).square().mean()
+            optimizer.zero_grad(set_to_none=True)
+            value.backward()
+            optimizer.step()
+    return {name: t.detach().clone() for name, t in model.state_dict().items()}
+
+
+@pytest.mark.parametrize(
+    "loss, lr, widths",
+    [("bce", 0.5, [2, 3, 1]), ("mse", 0.02, [2, 3, 1]), ("cross_entropy", 0.3, [2, 3, 2])],
+)
+def test_batched_trainer_agrees_with_the_one_network_loop(
+    toy_problem, loss, lr, widths, one_torch_thread
+):
     x, y = toy_problem
+    y = y.long() if loss == "cross_entropy" else y
     seeds = [4, 9, 17]
     stacked = train_stacked(
-        [2, 3, 1], x, y, seeds, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64
+        widths, x, y, seeds, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64
     )
     for k, seed in enumerate(seeds):
         alone = train_reference(
-            [2, 3, 1], x, y, seed, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64
+            widths, x, y, seed, epochs=2, batch_size=10, lr=lr, loss=loss, dtype=torch.float64
         )
         assert torch.isfinite(alone["layers.0.weight"]).all()
-        initial = seeded_states([2, 3, 1], [seed], torch.float64)["layers.0.weight"][0]
+        initial = seeded_states(widths, [seed], torch.float64)["layers.0.weight"][0]
         assert not torch.equal(alone["layers.0.weight"], initial)
         for name, tensor in alone.items():
             torch.testing.assert_close(stacked[name][k], tensor, rtol=1e-10, atol=1e-12)
@@ -173,12 +209,12 @@ def test_batched_trainer_agrees_with_the_one_network_loop(toy_problem, loss, lr,
 
 def test_toy_training_is_reproducible_per_seed(toy_problem, one_torch_thread):
     x, y = toy_problem
-    settings = toy.ToySettings(n_networks=6, first_seed=10, epochs=2)
+    settings = Toy(n_networks=6, first_seed=10, epochs=2)
     first, second = toy.train_toy(settings, x, y), toy.train_toy(settings, x, y)
     for name in first:
         assert torch.equal(first[name], second[name])
     # a seed's network does not depend on the seeds trained with it
-    alone = toy.train_toy(toy.ToySettings(n_networks=1, first_seed=13, epochs=2), x, y)
+    alone = toy.train_toy(Toy(n_networks=1, first_seed=13, epochs=2), x, y)
     for name in first:
         torch.testing.assert_close(alone[name][0], first[name][3], rtol=1e-6, atol=1e-6)
     # and different seeds give different networks
@@ -194,7 +230,7 @@ def trained_toy(toy_problem):
     x, y = toy_problem
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    state = toy.train_toy(toy.ToySettings(n_networks=64, epochs=3), x, y)
+    state = toy.train_toy(Toy(n_networks=64, epochs=3), x, y)
     torch.set_num_threads(before)
     return state
 
@@ -220,7 +256,7 @@ def test_every_symmetry_form_computes_the_same_function(trained_toy):
 
 
 def test_function_gaps_catch_a_wrong_transform(trained_toy):
-    forms = toy.symmetry_forms(trained_toy)
+    forms = toy.symmetry_forms(trained_toy, norm=3.0)
     broken = dict(forms["scaled"])
     broken["layers.1.weight"] = broken["layers.1.weight"].flip(
         -1
@@ -238,15 +274,11 @@ def test_inliers_remove_exactly_the_high_loss_networks():
 
 
 def test_run_toy_drops_the_networks_above_the_threshold_and_checks_functions(one_torch_thread):
-    settings = toy.ToySettings(
-        n_networks=40, epochs=1, n_per_class=30, max_loss=1.0, check_inputs=64
-    )
+    settings = Toy(n_networks=40, epochs=1, n_per_class=30, max_loss=1.0, check_inputs=64)
     probe = toy.run_toy(settings)
     threshold = float(np.median(probe.losses))
     result = toy.run_toy(
-        toy.ToySettings(
-            n_networks=40, epochs=1, n_per_class=30, max_loss=threshold, check_inputs=64
-        )
+        Toy(n_networks=40, epochs=1, n_per_class=30, max_loss=threshold, check_inputs=64)
     )
     np.testing.assert_array_equal(result.kept, probe.losses <= threshold)
     assert 0 < (~result.kept).sum() < 40
@@ -261,26 +293,15 @@ def test_run_toy_drops_the_networks_above_the_threshold_and_checks_functions(one
     assert max(result.gaps.values()) < settings.tolerance
     table = toy.weights_table(result)
     assert table.height == int(result.kept.sum()) and "canonical_w2" in table.columns
-    summary = toy.summary_table(result, toy.ToySettings(max_loss=threshold))
+    summary = toy.summary_table(result, Toy(max_loss=threshold))
     assert summary.columns == ["quantity", "value"] and summary.height == 8
     with pytest.raises(ValueError, match="every network is an outlier"):
-        toy.run_toy(toy.ToySettings(n_networks=4, epochs=1, n_per_class=10, max_loss=1e-12))
-
-
-def test_toy_settings_name_bad_keys():
-    with pytest.raises(ValueError, match="unknown key 'n_network'"):
-        toy.ToySettings.from_dict({"n_network": 3})
-    with pytest.raises(ValueError, match="class_means"):
-        toy.ToySettings.from_dict({"class_means": [[0, 0]]})
-    assert toy.ToySettings.from_dict({"class_means": [[0, 1], [2, 3]]}).class_means == (
-        (0.0, 1.0),
-        (2.0, 3.0),
-    )
+        toy.run_toy(Toy(n_networks=4, epochs=1, n_per_class=10, max_loss=1e-12))
 
 
 def test_toy_figure_is_written(trained_toy, tmp_path, toy_problem):
     x, y = toy_problem
-    forms = toy.symmetry_forms(trained_toy)
+    forms = toy.symmetry_forms(trained_toy, norm=3.0)
     result = toy.ToyPosterior(x, y, np.arange(64), np.zeros(64), np.ones(64, bool), forms, {})
     toy.toy_figure(result, tmp_path / "toy.png", bins=20)
     assert (tmp_path / "toy.png").stat().st_size > 10_000
@@ -323,7 +344,7 @@ def test_ks_table_has_one_row_per_unit_pair_and_coordinate_with_sane_p_values():
     assert tests.height == 18 + 40 + 10
     assert tests["pvalue"].is_between(0, 1).all() and tests["statistic"].is_between(0, 1).all()
     assert (tests["n"] == 400).all()
-    summary = mg.ks_summary(tests)
+    summary = mg.ks_summary(tests, 0.05)
     # same distribution: p-values spread over [0, 1], few rejections
     assert summary.height == 3
     assert (summary["median_p"] > 0.2).all()
@@ -341,7 +362,7 @@ def test_ks_tests_reject_a_shifted_unit():
 def test_canonical_sorting_makes_exchangeable_units_differ():
     state = exchangeable_state()
     stages = mg.symmetry_stages(state, (3, 4, 5, 1))
-    summary = mg.ks_summary(mg.ks_tests(stages))
+    summary = mg.ks_summary(mg.ks_tests(stages), 0.05)
     trained = summary.filter(summary["stage"] == "trained")
     canonical = summary.filter(summary["stage"] == "canonical")
     # hidden rows are sorted by their own largest weight; the output columns (outgoing weights,
@@ -354,7 +375,7 @@ def test_canonical_sorting_makes_exchangeable_units_differ():
 
 
 def test_run_marginals_end_to_end_small(one_torch_thread, tmp_path):
-    settings = mg.MarginalSettings(n_networks=12, hidden=(3,), epochs=2)
+    settings = Marginals(n_networks=12, hidden=(3,), epochs=2)
     result = mg.run_marginals(settings)
     assert result.summary.height == 3 * 2  # three stages, two weight tensors
     assert result.losses.shape == (12,) and np.isfinite(result.losses).all()
@@ -370,55 +391,42 @@ def test_run_marginals_end_to_end_small(one_torch_thread, tmp_path):
     assert (tmp_path / "m.png").exists()
 
 
-def test_marginal_settings_name_bad_values():
-    with pytest.raises(ValueError, match="unknown dataset 'iris'"):
-        mg.MarginalSettings.from_dict({"dataset": "iris"})
-    with pytest.raises(ValueError, match="hidden"):
-        mg.MarginalSettings.from_dict({"hidden": [1]})
-    with pytest.raises(ValueError, match="unknown key 'width'"):
-        mg.MarginalSettings.from_dict({"width": 3})
-
-
 # ---------------------------------------------------------------- which analyses a run builds
 
 
 def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
     from symbnn.analyses import plan
 
-    experiments = {"a": {"model": {"name": "optunet"}}, "b": {"model": {"name": "resnet18"}}}
-    config = {"run": ["a", "b"], "experiments": experiments}
+    experiments = {
+        name: {
+            "data": {"train": "digits", "ood": "natural_patches"},
+            "model": model,
+            "recipe": {"epochs": 1, "batch_size": 8, "lr": 0.1},
+            "posterior": {"n_samples": 2, "shard_size": 2},
+        }
+        for name, model in (("a", {"name": "optunet"}), ("b", {"name": "resnet18"}))
+    }
+    config = config_from_mapping({"run": ["a", "b"], "experiments": experiments})
     targets = plan.targets(config)  # no analyses block: every analysis with its defaults
     assert "results/analyses/report/toy_posterior.png" in targets
     assert "results/analyses/report/marginals_summary.md" in targets
+    assert "results/analyses/report/symmetrised_vi.md" in targets
     assert "results/a/report/permutation_frequency.png" in targets
     assert not any(t.startswith("results/b/") for t in targets)  # ResNet-18 is not retrained here
-    off = {
-        **config,
-        "analyses": {"toy": False, "permutation_frequency": False, "marginals": {"epochs": 3}},
-    }
+    off = config_from_mapping(
+        {
+            "run": ["a", "b"],
+            "experiments": experiments,
+            "analyses": {
+                "toy": False,
+                "permutation_frequency": False,
+                "symmetrised_vi": False,
+                "marginals": {"epochs": 3},
+            },
+        }
+    )
     assert plan.targets(off) == [
         "results/analyses/report/marginals.png",
         "results/analyses/report/marginals_summary.md",
     ]
-    assert plan.settings(off, "marginals") == {"epochs": 3} and plan.settings(off, "toy") is None
-    with pytest.raises(ValueError, match="'analyses' is taken"):
-        plan.targets({"run": ["a"], "experiments": {"analyses": experiments["a"]}})
-
-
-def test_the_repository_config_validates_with_its_analyses_block():
-    from conftest import repo_config
-
-    from symbnn.config import ConfigError, validate_config
-
-    config = repo_config()
-    assert set(config["analyses"]) == {"toy", "permutation_frequency", "marginals"}
-    validate_config(config)
-    for section, bad in (
-        ("toy", {"n_networks": 0}),
-        ("marginals", {"hidden": [1]}),
-        ("permutation_frequency", {"every": 2}),
-    ):
-        broken = {**config, "analyses": {**config["analyses"], section: bad}}
-        with pytest.raises(ConfigError, match=f"analyses.{section}"):
-            validate_config(broken)
-    validate_config({**config, "analyses": {"toy": False}})
+    assert off.analyses.marginals.epochs == 3 and not off.analyses.enabled("toy")

@@ -56,13 +56,22 @@ def test_training_job_logs_the_fallback_and_still_trains(no_gpu, tmp_path, one_t
 
     from symbnn.posterior import train_shard
     from symbnn.runlog import log_to
+    from symbnn.settings import Data, Recipe
     from symbnn.store import open_store
 
     experiment = tiny_experiment(n_samples=2)
     experiment["data"].update(train_limit=64, test_limit=32)
     log = tmp_path / "train.log"
     with log_to(log):
-        train_shard(tmp_path / "shard.zarr", "tiny", experiment, [0, 1], device="auto")
+        train_shard(
+            tmp_path / "shard.zarr",
+            "tiny",
+            Data.parse(experiment["data"], "data"),
+            experiment["model"],
+            Recipe.parse(experiment["recipe"], "recipe"),
+            [0, 1],
+            device="auto",
+        )
     assert "no CUDA device is visible, running on the CPU" in log.read_text()
     assert open_store(tmp_path / "shard.zarr").n_samples == 2
 

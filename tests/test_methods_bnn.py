@@ -10,14 +10,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import assert_sample_contract
+from conftest import assert_sample_contract, sample_with
 from scipy import stats
 from scipy.special import logsumexp
 from torch import nn
 
 from symbnn.methods import bnn
 from symbnn.methods.base import Mode
-from symbnn.train.recipe import Recipe
+from symbnn.settings import Bnn, Recipe
 from symbnn.train.seeding import build_seeded_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -162,7 +162,7 @@ def test_elbo_loss_is_nll_plus_scaled_kl():
     net = build_seeded_model({"name": "mlp", "widths": [4, 3, 2]}, 0)
     x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
     y = torch.tensor([0, 1, 1, 0, 1])
-    q = bnn.MeanFieldBNN(net, rho_init=-4.0, noise=torch.Generator().manual_seed(3))
+    q = bnn.MeanFieldBNN(net, -4.0, 1.0, 0.1, 0.4, noise=torch.Generator().manual_seed(3))
     loss = q.elbo_loss(x, y, n_data=100, samples=2, kl_weight=0.5)
     q.noise = torch.Generator().manual_seed(3)  # replay the same two draws
     expected = 0.0
@@ -178,7 +178,7 @@ def test_elbo_loss_is_nll_plus_scaled_kl():
 def test_wrapper_parameters_batchnorm_buffers_and_sample_moments():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
-    q = bnn.MeanFieldBNN(net, rho_init=-2.0, noise=torch.Generator().manual_seed(0))
+    q = bnn.MeanFieldBNN(net, -2.0, 1.0, 0.1, 0.4, noise=torch.Generator().manual_seed(0))
     assert [p.shape for p in q.parameters()] == [p.shape for p in net.parameters()] * 2
     assert all(torch.equal(m, p) for m, p in zip(q.mu, net.parameters()))
     assert all((r == -2.0).all() for r in q.rho)
@@ -206,12 +206,12 @@ def test_wrapper_parameters_batchnorm_buffers_and_sample_moments():
 
 def test_sample_mode_contract_and_determinism(tiny_problem):
     mode = Mode(seed=1, state={})  # the state is ignored: q starts from the seed's initial weights
-    a = bnn.sample_mode(tiny_problem, mode, 5, {}, seed=3)
+    a = sample_with("bnn", tiny_problem, mode, 5, {}, seed=3)
     reference = tiny_problem.build().state_dict()
     assert_sample_contract(a, reference, 5)
-    b = bnn.sample_mode(tiny_problem, mode, 5, {"elbo_samples": 3}, seed=3)
+    b = sample_with("bnn", tiny_problem, mode, 5, {"elbo_samples": 3}, seed=3)
     assert all(torch.equal(a[n], b[n]) for n in a)
-    c = bnn.sample_mode(tiny_problem, mode, 5, {}, seed=4)
+    c = sample_with("bnn", tiny_problem, mode, 5, {}, seed=4)
     assert not torch.equal(a["fc2.weight"], c["fc2.weight"])
     # samples are distinct draws around the trained mean, which moved away from the init
     init = build_seeded_model(OPTUNET, 1).state_dict()
@@ -223,34 +223,25 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
     assert out.shape == (4, 10) and torch.isfinite(out).all()
 
 
-def test_settings_merge_and_recipe_override():
-    assert bnn.DEFAULTS == {
-        "kl_weight": 1.0,
-        "elbo_samples": 3,
-        "prior_pi": 1.0,
-        "prior_sigma1": 0.1,
-        "prior_sigma2": 0.4,
-        "rho_init": -7.0,
-        "recipe": {"weight_decay": 0.0},
-    }
-    options = bnn.check_settings({"recipe": {"lr": 0.01}, "elbo_samples": 2})
-    assert options["recipe"] == {"weight_decay": 0.0, "lr": 0.01} and options["elbo_samples"] == 2
+def test_recipe_changes_apply_to_the_experiment_recipe():
+    options = Bnn.parse({"recipe": {"lr": 0.01}, "elbo_samples": 2}, "bnn")
+    assert options.elbo_samples == 2
     base = Recipe(epochs=3, batch_size=8, lr=0.04, momentum=0.9, weight_decay=2e-4)
-    recipe = bnn.training_recipe(base, options["recipe"])
+    recipe = options.recipe.apply(base)
     assert (recipe.weight_decay, recipe.lr, recipe.epochs, recipe.momentum) == (0.0, 0.01, 3, 0.9)
-    assert bnn.training_recipe(base, bnn.check_settings({})["recipe"]).weight_decay == 0.0
+    assert Bnn().recipe.apply(base).weight_decay == 0.0  # B.1: no weight decay
 
 
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"elbo_samples": 0}, "bnn.elbo_samples must be >= 1, got 0"),
+        ({"elbo_samples": 0}, "bnn.elbo_samples: must be >= 1, got 0"),
         ({"elbo_samples": 2.0}, "bnn.elbo_samples"),
-        ({"kl_weight": -1.0}, "bnn.kl_weight must be >= 0"),
-        ({"kl_weight": "1"}, "bnn.kl_weight"),
-        ({"prior_pi": 1.5}, "bnn.prior_pi must lie in [0, 1]"),
-        ({"prior_sigma1": 0.0}, "bnn.prior_sigma1 must be > 0"),
-        ({"prior_sigma2": -0.4}, "bnn.prior_sigma2 must be > 0"),
+        ({"kl_weight": -1.0}, "bnn.kl_weight: must be >= 0"),
+        ({"kl_weight": "one"}, "bnn.kl_weight"),
+        ({"prior_pi": 1.5}, "bnn.prior_pi: must lie in [0, 1]"),
+        ({"prior_sigma1": 0.0}, "bnn.prior_sigma1: must be > 0"),
+        ({"prior_sigma2": -0.4}, "bnn.prior_sigma2: must be > 0"),
         ({"rho_init": float("inf")}, "bnn.rho_init"),
         ({"rho_init": True}, "bnn.rho_init"),
         ({"recipe": [1]}, "bnn.recipe"),
@@ -261,5 +252,5 @@ def test_settings_merge_and_recipe_override():
 )
 def test_bad_settings_raise(tiny_problem, settings, message):
     with pytest.raises(ValueError) as info:
-        bnn.sample_mode(tiny_problem, Mode(0, {}), 2, settings, seed=0)
+        sample_with("bnn", tiny_problem, Mode(0, {}), 2, settings, seed=0)
     assert message in str(info.value)

@@ -1,24 +1,28 @@
 """What every method shares: sample splitting, the registry, mode selection, sample stores,
 predictions, the methods config section and `symbnn sample`."""
 
-import copy
-
 import numpy as np
 import pytest
 import torch
 from conftest import repo_config, tiny_experiment
 
 from symbnn.cli import main
-from symbnn.config import ConfigError, validate_config
 from symbnn.data.core import ImageData
-from symbnn.methods import registry
-from symbnn.methods.base import Mode, Problem, run_method, split_counts
-from symbnn.methods.ensembles import sample_mode as de_sample
+from symbnn.methods import ensembles, registry
+from symbnn.methods.base import Mode, Problem, split_counts
 from symbnn.methods.pool import select_mode
-from symbnn.methods.sampling import mode_blocks, sample_mode_store
+from symbnn.methods.sampling import (
+    draw_samples,
+    fit_block,
+    load_fits,
+    mode_blocks,
+    problem_for,
+    sample_store,
+    save_fits,
+)
 from symbnn.predictions import open_predictions, write_predictions
+from symbnn.settings import DeepEnsembles, Experiment, Methods, Recipe, Swag
 from symbnn.store import StoreError, open_store
-from symbnn.train.recipe import Recipe
 
 
 def test_split_counts_are_balanced_and_complete():
@@ -30,18 +34,30 @@ def test_split_counts_are_balanced_and_complete():
 
 
 def test_registry_variants_and_shares():
-    cfg = {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}
+    cfg = Methods.parse(
+        {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
+    )
     assert registry.configured_methods(cfg) == ["dropout", "de"]
     assert registry.variants("de") == ("multi",)
     assert registry.mode_shares("dropout", "single", cfg) == [10]
     assert registry.mode_shares("dropout", "multi", cfg) == [3, 3, 2, 2]
     assert registry.mode_shares("de", "multi", cfg) == [1] * 10
     assert mode_blocks("de", "multi", cfg) == [list(range(10))]
-    assert mode_blocks("swag", "multi", cfg) == [[0], [1], [2], [3]]
+    assert mode_blocks("dropout", "multi", cfg) == [[0], [1], [2], [3]]
+    assert registry.settings_class("swag") is Swag
+    assert registry.fit_settings("dropout", cfg) == {"rate": 0.1, "layers": 1}
     with pytest.raises(ValueError, match="unknown method 'mcmc'"):
         registry.check_method("mcmc")
     with pytest.raises(ValueError, match="no variant 'single'"):
         registry.mode_shares("de", "single", cfg)
+    with pytest.raises(ValueError, match="methods.swag is not configured"):
+        registry.settings_of("swag", cfg)
+
+
+def test_sampling_only_settings_are_not_fit_settings():
+    cfg = Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0.5}}, "m")
+    fit = registry.fit_settings("swag", cfg)
+    assert "scale" not in fit and "bn_update" not in fit and fit["epochs"] == 10
 
 
 def _problem():
@@ -50,32 +66,59 @@ def _problem():
     return Problem({"name": "optunet"}, Recipe(epochs=1, batch_size=4, lr=0.1), data)
 
 
-def test_run_method_splits_samples_and_records_modes():
+def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
     problem = _problem()
-    modes = [Mode(seed=100 + k, state=problem.build().state_dict()) for k in range(3)]
-    seeds_seen = []
+    pool_state = {
+        k: v.unsqueeze(0).repeat(3, *[1] * v.ndim) for k, v in problem.build().state_dict().items()
+    }
+    from symbnn.store import write_store
 
-    def fake(problem, mode, count, settings, seed):
-        seeds_seen.append(seed)
-        return {name: t.unsqueeze(0).repeat(count, *[1] * t.ndim) for name, t in mode.state.items()}
+    write_store(tmp_path / "pool.zarr", pool_state, {"seed": np.array([100, 101, 102])}, {})
+    seen = []
 
-    samples = run_method(fake, problem, modes, 7, {}, seed=5)
-    assert len(samples) == 7
-    assert list(samples.mode_index) == [0, 0, 0, 1, 1, 2, 2]
-    assert list(samples.mode_seed) == [100, 100, 100, 101, 101, 102, 102]
-    assert seeds_seen == [5, 6, 7]
-    assert torch.equal(samples.state["fc2.weight"][3], modes[1].state["fc2.weight"])
+    class Fake:
+        @staticmethod
+        def fit(problem, mode, settings, seed, count):
+            seen.append(("fit", mode.seed, seed, count))
+            return {"state": mode.state}
+
+        @staticmethod
+        def draw(problem, fitted, count, settings, seed):
+            seen.append(("draw", seed, count))
+            return {
+                n: t.unsqueeze(0).repeat(count, *[1] * t.ndim) for n, t in fitted["state"].items()
+            }
+
+    monkeypatch.setattr(registry, "module", lambda method: Fake)
+    import symbnn.methods.sampling as sampling
+
+    monkeypatch.setattr(sampling, "module", lambda method: Fake)
+    shares = [3, 2, 2]
+    blocks = [
+        fit_block(problem, "swag", Swag(), [k], 5, None, tmp_path / "pool.zarr", [0, 1, 2])
+        for k in range(3)
+    ]
+    save_fits(blocks[1], tmp_path / "fits.pt")
+    assert load_fits(tmp_path / "fits.pt").mode_seeds == [101]
+    state, mode_index, mode_seed = draw_samples(problem, "swag", Swag(), blocks, shares, 5)
+    assert list(mode_index) == [0, 0, 0, 1, 1, 2, 2]
+    assert list(mode_seed) == [100, 100, 100, 101, 101, 102, 102]
+    assert ("fit", 101, 6, None) in seen and ("draw", 7, 2) in seen
+    assert torch.equal(state["fc2.weight"][3], pool_state["fc2.weight"][1])
+    with pytest.raises(ValueError, match="fits cover modes"):
+        draw_samples(problem, "swag", Swag(), blocks[:2], shares, 5)
 
 
 def test_deep_ensemble_member_is_the_mode_itself():
     problem = _problem()
     state = problem.build().state_dict()
-    out = de_sample(problem, Mode(1, state), 1, {}, 0)
+    fitted = ensembles.fit(problem, Mode(1, state), DeepEnsembles(), 0, 1)
+    out = ensembles.draw(problem, fitted, 1, DeepEnsembles(), 0)
     assert all(torch.equal(out[name][0], state[name]) for name in state)
     with pytest.raises(ValueError, match="one network"):
-        de_sample(problem, Mode(1, state), 2, {}, 0)
-    with pytest.raises(ValueError, match="no settings"):
-        de_sample(problem, Mode(1, state), 1, {"rate": 1}, 0)
+        ensembles.fit(problem, Mode(1, state), DeepEnsembles(), 0, 2)
+    with pytest.raises(ValueError, match="the fit drew"):
+        ensembles.draw(problem, fitted, 2, DeepEnsembles(), 0)
 
 
 @pytest.fixture
@@ -91,24 +134,35 @@ def test_select_mode_skips_non_converged_networks(tmp_path, optunet_store):
     info = {"seed": np.array([7, 8, 9, 10]), "converged": np.array([False, True, False, True])}
     path = tmp_path / "pool2.zarr"
     write_store(path, state, info, {"architecture": {"name": "optunet"}})
-    mode = select_mode(path, 1)
+    converged = [1, 3]  # as the convergence table flags them
+    mode = select_mode(path, converged, 1)
     assert mode.seed == 10
     assert torch.equal(mode.state["fc1.weight"], state["fc1.weight"][3])
     with pytest.raises(StoreError, match="only 2 pool networks converged; raise methods.pool"):
-        select_mode(path, 2)
+        select_mode(path, converged, 2)
 
 
 def _experiment():
     experiment = tiny_experiment(n_samples=4)
     experiment["methods"] = {"n_samples": 4, "modes": 2, "pool": 6, "first_seed": 50, "de": {}}
-    return experiment
+    return Experiment.parse(experiment, "tiny")
 
 
 def test_sample_store_and_predictions_of_deep_ensembles(tmp_path, pool):
     pool_store, state = pool
     experiment = _experiment()
-    out = sample_mode_store(
-        tmp_path / "de.zarr", "tiny", experiment, "de", "multi", 0, pool_store.path, device="cpu"
+    problem = problem_for(
+        experiment.data, experiment.model.to_dict(), experiment.recipe, "data", False, "cpu"
+    )
+    out = sample_store(
+        tmp_path / "de.zarr",
+        "tiny",
+        experiment,
+        "de",
+        "multi",
+        pool_store.path,
+        list(range(6)),
+        problem,
     )
     assert out.n_samples == 4 and out.attrs["kind"] == "samples"
     assert (
@@ -174,45 +228,8 @@ def test_predictions_refuse_nan_weights_and_leave_nothing(tmp_path, optunet_stor
     assert not list(tmp_path.glob(".pred.zarr.tmp-*"))
 
 
-def _config_with(methods):
-    config = repo_config()
-    config = copy.deepcopy(config)
-    config["experiments"]["default"]["methods"] = methods
-    return config
-
-
-@pytest.mark.parametrize(
-    "methods, message",
-    [
-        ({"n_samples": 0, "modes": 2, "pool": 4}, "methods.n_samples"),
-        (
-            {"n_samples": 4, "modes": 2, "pool": 4, "dropout": {"rate": -0.1}},
-            "methods.dropout.rate",
-        ),
-        ({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0}}, "methods.swag.scale"),
-        ({"n_samples": 4, "modes": 2, "pool": 4, "mcmc": {}}, "'mcmc' was unexpected"),
-        (
-            {"n_samples": 4, "modes": 2, "pool": 4, "laplace": {"hessian": "lowrank"}},
-            "methods.laplace.hessian",
-        ),
-        (
-            {"n_samples": 4, "modes": 2, "pool": 4, "first_seed": 10},
-            "methods.first_seed: the pool's seeds 10..13 overlap",
-        ),
-        ({"n_samples": 4, "modes": 5, "pool": 4}, "methods.modes \\(5\\) exceeds methods.pool"),
-        (
-            {"n_samples": 8, "modes": 2, "pool": 4, "de": {}},
-            "Deep Ensembles take one pool network per sample",
-        ),
-    ],
-)
-def test_bad_method_settings_fail_validation_naming_the_key(methods, message):
-    with pytest.raises(ConfigError, match=message):
-        validate_config(_config_with(methods), "config.yaml")
-
-
 def test_repository_config_turns_on_every_method():
-    methods = repo_config()["experiments"]["default"]["methods"]
+    methods = Methods.parse(repo_config()["experiments"]["default"]["methods"], "methods")
     assert registry.configured_methods(methods) == list(registry.METHOD_NAMES)
 
 

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import assert_sample_contract
+from conftest import assert_sample_contract, sample_with
 
 from symbnn.methods import dropout
 from symbnn.methods.base import Mode
@@ -124,12 +124,12 @@ def test_first_samples_do_not_depend_on_count():
 
 def test_sample_mode_contract_and_determinism(tiny_problem):
     mode = Mode(seed=0, state={})  # the state is ignored: dropout trains its own network
-    a = dropout.sample_mode(tiny_problem, mode, 5, {}, seed=3)
+    a = sample_with("dropout", tiny_problem, mode, 5, {}, seed=3)
     reference = tiny_problem.build().state_dict()
     assert_sample_contract(a, reference, 5)
-    b = dropout.sample_mode(tiny_problem, mode, 5, {"rate": 0.2}, seed=3)
+    b = sample_with("dropout", tiny_problem, mode, 5, {"rate": 0.2}, seed=3)
     assert all(torch.equal(a[n], b[n]) for n in a)
-    c = dropout.sample_mode(tiny_problem, mode, 5, {}, seed=4)
+    c = sample_with("dropout", tiny_problem, mode, 5, {}, seed=4)
     assert not torch.equal(a["fc2.weight"], c["fc2.weight"])
     assert torch.equal(a["fc1.weight"], c["fc1.weight"])  # same training, only fc2 is masked
     # a sample loads into the plain model and runs in eval mode
@@ -143,20 +143,20 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
     # hooks were removed after training; with rate 0 the training is plain training
     trained = dropout.train_with_dropout(tiny_problem, 0, 0.2, 1)
     assert all(not m._forward_pre_hooks for m in trained.modules()) and not trained.training
-    zero = dropout.sample_mode(tiny_problem, mode, 1, {"rate": 0.0}, seed=0)
+    zero = sample_with("dropout", tiny_problem, mode, 1, {"rate": 0.0}, seed=0)
     assert all(torch.equal(zero[n][0], t) for n, t in plain.state_dict().items())
 
 
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"rate": 1.5}, "dropout.rate must lie in [0, 1), got 1.5"),
-        ({"rate": 1.0}, "dropout.rate must lie in [0, 1)"),
-        ({"rate": -0.1}, "dropout.rate must lie in [0, 1)"),
-        ({"rate": "0.2"}, "dropout.rate"),
+        ({"rate": 1.5}, "dropout.rate: must lie in [0, 1), got 1.5"),
+        ({"rate": 1.0}, "dropout.rate: must lie in [0, 1)"),
+        ({"rate": -0.1}, "dropout.rate: must lie in [0, 1)"),
+        ({"rate": "low"}, "dropout.rate"),
         ({"rate": True}, "dropout.rate"),
         ({"rate": float("nan")}, "dropout.rate"),
-        ({"layers": 0}, "dropout.layers must be >= 1, got 0"),
+        ({"layers": 0}, "dropout.layers: must be >= 1, got 0"),
         ({"layers": 1.0}, "dropout.layers"),
         ({"layers": 3}, "dropout.layers must be <= 2"),
         ({"p": 0.2}, "dropout.p"),
@@ -164,12 +164,5 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
 )
 def test_bad_settings_raise(tiny_problem, settings, message):
     with pytest.raises(ValueError) as info:
-        dropout.sample_mode(tiny_problem, Mode(0, {}), 2, settings, seed=0)
+        sample_with("dropout", tiny_problem, Mode(0, {}), 2, settings, seed=0)
     assert message in str(info.value)
-
-
-def test_settings_merge_with_defaults():
-    assert dropout.DEFAULTS == {"rate": 0.2, "layers": 1}
-    assert dropout.check_settings({}) == {"rate": 0.2, "layers": 1}
-    assert dropout.check_settings({"layers": 2}) == {"rate": 0.2, "layers": 2}
-    assert dropout.check_settings(None) == {"rate": 0.2, "layers": 1}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import assert_sample_contract
+from conftest import assert_sample_contract, sample_with
 from scipy import optimize
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -110,19 +110,6 @@ def test_marginal_likelihood_prior_precision_maximises_the_laplace_evidence():
     assert float(la.prior_precision) == pytest.approx(best, rel=0.05)
 
 
-def test_settings_are_validated_naming_the_key():
-    assert laplace.check_settings(None) == laplace.DEFAULTS
-    for bad, key in [
-        ({"subset": "some"}, "laplace.subset"),
-        ({"hessian": "dense"}, "laplace.hessian"),
-        ({"prior_precision": -1.0}, "laplace.prior_precision"),
-        ({"prior_precision": "evidence"}, "laplace.prior_precision"),
-        ({"temperature": 1.0}, "laplace.temperature"),
-    ]:
-        with pytest.raises(ValueError, match=key):
-            laplace.check_settings(bad)
-
-
 def test_full_ggn_refused_beyond_the_dense_limit():
     model = nn.Linear(200, 120)
     with pytest.raises(ValueError, match="dense"):
@@ -137,9 +124,9 @@ def test_full_ggn_refused_beyond_the_dense_limit():
     ],
 )
 def test_sample_mode_contract_and_determinism(tiny_problem, tiny_mode, settings):
-    first = laplace.sample_mode(tiny_problem, tiny_mode, 3, settings, seed=7)
+    first = sample_with("laplace", tiny_problem, tiny_mode, 3, settings, seed=7)
     assert_sample_contract(first, tiny_mode.state, 3)
-    again = laplace.sample_mode(tiny_problem, tiny_mode, 3, settings, seed=7)
+    again = sample_with("laplace", tiny_problem, tiny_mode, 3, settings, seed=7)
     for name in first:
         assert torch.equal(first[name], again[name]), name
     spread = {name: float(first[name].std(0).max()) for name in first}
@@ -148,11 +135,11 @@ def test_sample_mode_contract_and_determinism(tiny_problem, tiny_mode, settings)
     else:
         assert all(v > 0 for v in spread.values())
     with pytest.raises(ValueError, match="count"):
-        laplace.sample_mode(tiny_problem, tiny_mode, 0, settings, seed=7)
+        sample_with("laplace", tiny_problem, tiny_mode, 0, settings, seed=7)
 
 
 def test_samples_centre_on_the_mode(tiny_problem, tiny_mode):
-    draws = laplace.sample_mode(tiny_problem, tiny_mode, 200, {"prior_precision": 50.0}, seed=0)
+    draws = sample_with("laplace", tiny_problem, tiny_mode, 200, {"prior_precision": 50.0}, seed=0)
     for name, value in tiny_mode.state.items():
         spread = draws[name].std(0)
         z = (draws[name].mean(0) - value).abs() / (spread / np.sqrt(200) + 1e-12)

@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import assert_sample_contract
+from conftest import assert_sample_contract, sample_with
 from scipy.linalg import solve_discrete_lyapunov
 
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
 from symbnn.methods import sghmc
 from symbnn.methods.base import Mode, Problem
-from symbnn.train import Recipe
+from symbnn.settings import Recipe
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -101,15 +101,15 @@ QUICK = {"burn_in_epochs": 1, "thinning_steps": 2}
 def test_sample_mode_shapes_and_determinism(problem_and_mode):
     problem, mode = problem_and_mode
     reference = problem.build().state_dict()
-    a = sghmc.sample_mode(problem, mode, 3, QUICK, seed=0)
+    a = sample_with("sghmc", problem, mode, 3, QUICK, seed=0)
     assert_sample_contract(a, reference, 3)
     # samples move away from the mode and from each other
     assert not torch.equal(a["fc2.weight"][0], mode.state["fc2.weight"])
     assert not torch.equal(a["fc2.weight"][0], a["fc2.weight"][1])
-    again = sghmc.sample_mode(problem, mode, 3, QUICK, seed=0)
+    again = sample_with("sghmc", problem, mode, 3, QUICK, seed=0)
     for name in a:
         torch.testing.assert_close(again[name], a[name], rtol=0, atol=0)
-    other = sghmc.sample_mode(problem, mode, 3, QUICK, seed=1)
+    other = sample_with("sghmc", problem, mode, 3, QUICK, seed=1)
     assert not torch.equal(other["conv1.weight"], a["conv1.weight"])
     # the mode's state is not modified
     assert not any(t.requires_grad for t in mode.state.values())
@@ -127,8 +127,8 @@ def test_sample_mode_stores_batchnorm_buffers():
         train,
     )
     state = problem.build().state_dict()
-    out = sghmc.sample_mode(
-        problem, Mode(0, state), 2, {"burn_in_epochs": 0, "thinning_steps": 1}, seed=0
+    out = sample_with(
+        "sghmc", problem, Mode(0, state), 2, {"burn_in_epochs": 0, "thinning_steps": 1}, seed=0
     )
     assert list(out) == list(state)
     # running statistics track the chain's train-mode forwards: they moved, differently per sample
@@ -156,12 +156,4 @@ def test_sample_mode_stores_batchnorm_buffers():
 def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
     problem, mode = problem_and_mode
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-        sghmc.sample_mode(problem, mode, 1, settings, seed=0)
-
-
-def test_settings_merge_with_defaults():
-    merged = sghmc.check_settings({"lr": 1e-5})
-    assert merged == {**sghmc.DEFAULTS, "lr": 1e-5}
-    assert sghmc.check_settings(None) == sghmc.DEFAULTS
-    with pytest.raises(ValueError, match="sghmc.lr must be > 0, got -1"):
-        sghmc.check_settings({"lr": -1})
+        sample_with("sghmc", problem, mode, 1, settings, seed=0)

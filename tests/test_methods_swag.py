@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import assert_sample_contract
+from conftest import assert_sample_contract, sample_with
 from torch import nn
 
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
 from symbnn.methods import swag
 from symbnn.methods.base import Mode, Problem
-from symbnn.train import Recipe
+from symbnn.settings import Recipe, Swag
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -149,21 +149,21 @@ QUICK = {"epochs": 2, "snapshots": 4, "rank": 3}  # 8 SGD steps, a snapshot ever
 def test_sample_mode_shapes_and_determinism(problem_and_mode):
     problem, mode = problem_and_mode
     reference = problem.build().state_dict()
-    a = swag.sample_mode(problem, mode, 3, QUICK, seed=0)
+    a = sample_with("swag", problem, mode, 3, QUICK, seed=0)
     assert_sample_contract(a, reference, 3)
     assert not torch.equal(a["fc2.weight"][0], a["fc2.weight"][1])
-    again = swag.sample_mode(problem, mode, 3, QUICK, seed=0)
+    again = sample_with("swag", problem, mode, 3, QUICK, seed=0)
     for name in a:
         torch.testing.assert_close(again[name], a[name], rtol=0, atol=0)
-    other = swag.sample_mode(problem, mode, 3, QUICK, seed=1)
+    other = sample_with("swag", problem, mode, 3, QUICK, seed=1)
     assert not torch.equal(other["conv1.weight"], a["conv1.weight"])
 
 
 def test_samples_centre_on_the_swa_mean(problem_and_mode):
     problem, mode = problem_and_mode
-    cfg = swag.check_settings(QUICK)
+    cfg = Swag.parse(QUICK, "swag")
     _, moments = swag.fit_swag(problem, mode, cfg, seed=0)
-    out = swag.sample_mode(problem, mode, 2, {**QUICK, "scale": 1e-12}, seed=0)
+    out = sample_with("swag", problem, mode, 2, {**QUICK, "scale": 1e-12}, seed=0)
     flat = torch.cat([out[name][0].reshape(-1) for name, _ in problem.build().named_parameters()])
     torch.testing.assert_close(flat, moments.mean.float(), rtol=0, atol=1e-5)
 
@@ -185,7 +185,7 @@ def test_sample_mode_refreshes_batchnorm():
     )
     state = problem.build().state_dict()
     settings = {"epochs": 1, "snapshots": 2, "rank": 2, "lr": 0.01}
-    out = swag.sample_mode(problem, Mode(0, state), 1, settings, seed=0)
+    out = sample_with("swag", problem, Mode(0, state), 1, settings, seed=0)
     assert list(out) == list(state)
     # the refresh is one pass in 2 batches after a reset: the stem's BatchNorm then holds the
     # size-weighted mean of the sample's conv1 outputs over the training images
@@ -196,7 +196,7 @@ def test_sample_mode_refreshes_batchnorm():
         out["bn1.running_mean"][0], h.mean(dim=(0, 2, 3)), rtol=1e-4, atol=1e-5
     )
     assert int(out["bn1.num_batches_tracked"][0]) == 2
-    kept = swag.sample_mode(problem, Mode(0, state), 1, {**settings, "bn_update": False}, seed=0)
+    kept = sample_with("swag", problem, Mode(0, state), 1, {**settings, "bn_update": False}, seed=0)
     assert int(kept["bn1.num_batches_tracked"][0]) == 2  # the SGD steps' count, not a refresh
     assert not torch.equal(kept["bn1.running_mean"][0], out["bn1.running_mean"][0])
 
@@ -220,16 +220,4 @@ def test_sample_mode_refreshes_batchnorm():
 def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
     problem, mode = problem_and_mode
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-        swag.sample_mode(problem, mode, 1, {"epochs": 2, **settings}, seed=0)
-
-
-def test_settings_merge_with_defaults():
-    assert swag.check_settings({"lr": 0.02}) == {**swag.DEFAULTS, "lr": 0.02}
-    assert swag.check_settings(None) == swag.DEFAULTS
-    assert (swag.DEFAULTS["snapshots"], swag.DEFAULTS["rank"], swag.DEFAULTS["scale"]) == (
-        20,
-        20,
-        0.1,
-    )
-    with pytest.raises(ValueError, match="swag.lr must be > 0, got -1"):
-        swag.check_settings({"lr": -1})
+        sample_with("swag", problem, mode, 1, {"epochs": 2, **settings}, seed=0)

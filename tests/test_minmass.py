@@ -1,4 +1,4 @@
-"""Min-mass (SPEC section 3): the fast solver agrees with cvxpy, keeps the function, and is
+"""Min-mass (docs/maths.md, section 3): the fast solver agrees with cvxpy, keeps the function, and is
 invariant to the symmetries it optimises over."""
 
 import functools
@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from symbnn.cli import main as cli_main
-from symbnn.minmass import min_mass, minmass_table
 from symbnn.models import build_model
 from symbnn.store import write_store
 from symbnn.symmetry import (
@@ -20,6 +19,7 @@ from symbnn.symmetry import (
     unit_groups,
 )
 from symbnn.symmetry.mass import mass_problem
+from symbnn.symmetry.minmass import min_mass, minmass_table
 from symbnn.symmetry.minmass_fast import solve_fast
 from symbnn.symmetry.testing import outputs, random_state, relative_difference
 

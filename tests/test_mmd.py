@@ -43,7 +43,7 @@ def direct_bandwidths(cross: np.ndarray) -> np.ndarray:
 
 
 def direct_mmd(k: np.ndarray, n: int) -> float:
-    """Unbiased MMD^2 straight from SPEC 5's formula on a full kernel matrix."""
+    """Unbiased MMD^2 straight from the formula of docs/maths.md, section 5, on a full kernel matrix."""
     m = k.shape[0] - n
     kxx, kyy, kxy = k[:n, :n], k[n:, n:], k[:n, n:]
     return (

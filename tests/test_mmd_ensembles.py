@@ -1,31 +1,27 @@
-import numpy as np
 import pytest
 
 from symbnn.mmd import MMDInputError
 from symbnn.mmd.ensembles import deep_ensembles_check, split_members
-from symbnn.store import write_store
 from symbnn.symmetry.canonical_store import canonicalize_store
 
 
-def test_members_are_disjoint_converged_checkpoints(optunet_store, tmp_path):
+def test_members_are_disjoint_converged_checkpoints(optunet_store):
     store, _ = optunet_store(n=8)
-    target, members = split_members(store.path, 3)
+    target, members = split_members(store.path, list(range(8)), 3)
     assert members == [5, 6, 7] and target == [0, 1, 2, 3, 4]
-    flagged = write_store(
-        tmp_path / "f.zarr",
-        {"w": np.ones((6, 2), np.float32)},
-        {"converged": np.array([1, 0, 1, 1, 0, 1], bool)},
-    )
-    target, members = split_members(flagged.path, 2)
+    converged = [0, 2, 3, 5]  # rows 1 and 4 did not converge
+    target, members = split_members(store.path, converged, 2)
     assert target == [0, 2] and members == [3, 5]
     with pytest.raises(MMDInputError, match="too few"):
-        split_members(flagged.path, 3)
+        split_members(store.path, converged, 3)
 
 
 def test_check_reports_mmd_and_ns_mmd(optunet_store, tmp_path):
     store, _ = optunet_store(n=10)
     canonicalize_store(store.path, tmp_path / "canonical.zarr")
-    per_layer, summary = deep_ensembles_check(store.path, tmp_path / "canonical.zarr", 4)
+    per_layer, summary = deep_ensembles_check(
+        store.path, tmp_path / "canonical.zarr", list(range(10)), 4
+    )
     assert set(per_layer["weights"]) == {"stored", "canonical"}
     assert summary["n_target"][0] == 6 and summary["n_members"][0] == 4
     # Same distribution on both sides: the unbiased estimate is close to zero.

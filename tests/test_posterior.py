@@ -1,7 +1,10 @@
 import numpy as np
 import pytest
 
-from symbnn.posterior import gather_shards, load_in_distribution, load_out_of_distribution
+from symbnn.data.experiment import load_in_distribution, load_out_of_distribution
+from symbnn.posterior import converged_rows, convergence_table, gather_shards
+from symbnn.report.tables import write_table
+from symbnn.settings import Data
 from symbnn.store import StoreError
 
 
@@ -40,9 +43,26 @@ def test_ood_set_must_match_the_in_distribution_shape():
         "train_limit": 100,
         "test_limit": 50,
     }
-    train, test = load_in_distribution(data, "data")
+    train, test = load_in_distribution(Data.parse(data, "data"), "data")
     assert (len(train), len(test)) == (100, 50)
-    assert load_out_of_distribution(data, "data", like=test).images.shape == (20, 1, 28, 28)
+    shape = load_out_of_distribution(Data.parse(data, "data"), "data", like=test).images.shape
+    assert shape == (20, 1, 28, 28)
     data["ood_options"]["size"] = 32
     with pytest.raises(ValueError, match="data.ood: 'natural_patches' images have shape"):
-        load_out_of_distribution(data, "data", like=test)
+        load_out_of_distribution(Data.parse(data, "data"), "data", like=test)
+
+
+def test_convergence_is_flagged_by_threshold_after_training(optunet_store, tmp_path):
+    store, _ = optunet_store("t.zarr", n=6, first_seed=20)  # accuracies 0.5 .. 0.9
+    table = convergence_table(store.path, min_accuracy=0.7)
+    assert table["row"].to_list() == list(range(6)) and table["seed"].to_list() == list(
+        range(20, 26)
+    )
+    expected = [a >= 0.7 for a in store.info("test_accuracy")]
+    assert table["converged"].to_list() == expected and table["min_accuracy"][0] == 0.7
+    write_table(table, tmp_path / "converged.parquet")
+    assert converged_rows(tmp_path / "converged.parquet") == [
+        i for i, ok in enumerate(expected) if ok
+    ]
+    # a lower threshold flags more networks, from the same store (no retraining)
+    assert convergence_table(store.path, min_accuracy=0.0)["converged"].all()

@@ -43,9 +43,9 @@ def job_stats(output):
 
 def expected_jobs(experiment):
     """Jobs of the rules whose number follows from the config: one training job per shard
-    of the target and of the pool; per method one sampling job for the single-mode variant
-    and one per mode for the multi-mode one (Deep Ensembles: one multi-mode job); per
-    (method, variant) one gather, prediction, canonical form and MMD."""
+    of the target and of the pool; per method one fit job for the single-mode variant and
+    one per mode for the multi-mode one (Deep Ensembles: one multi-mode job); per (method,
+    variant) one draw, prediction, canonical form and MMD."""
     posterior, methods = experiment["posterior"], experiment["methods"]
     trained = [m for m in ("dropout", "bnn", "sghmc", "swag", "laplace") if m in methods]
     pairs = 2 * len(trained) + ("de" in methods)
@@ -54,7 +54,7 @@ def expected_jobs(experiment):
         "train_pool_shard": math.ceil(
             methods["pool"] / min(methods["pool"], posterior["shard_size"])
         ),
-        "sample": len(trained) * (1 + methods["modes"]) + ("de" in methods),
+        "fit": len(trained) * (1 + methods["modes"]) + ("de" in methods),
     }
     for rule in (
         "gather_posterior",
@@ -63,9 +63,11 @@ def expected_jobs(experiment):
         "minmass_report",
         "mmd_deep_ensembles",
         "gather_pool",
+        "convergence",
+        "pool_convergence",
     ):
         counts[rule] = 1
-    for rule in ("gather_samples", "predict", "canonicalize_samples", "mmd_method"):
+    for rule in ("sample", "predict", "canonicalize_samples", "mmd_method"):
         counts[rule] = pairs
     return counts
 
@@ -96,7 +98,7 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
         expected["train_shard"] == 4 + 1000 + 1000 and expected["train_pool_shard"] == 1 + 110 + 110
     )
     # the tiny-ImageNet setting has no variational BNN (the paper could not train one)
-    assert expected["sample"] == 56 + 56 + 45
+    assert expected["fit"] == 56 + 56 + 45
     assert planned["total"] == sum(count for rule, count in planned.items() if rule != "total")
     assert not (tmp_path / "results").exists()
 
@@ -124,10 +126,15 @@ def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     for store in ("posterior/target.zarr", "canonical/target.zarr"):  # inputs of MMD and min-mass
         (tmp_path / "results" / "big" / store).mkdir(parents=True)
+    (tmp_path / "results" / "big" / "posterior" / "converged.parquet").touch()
     bin_dir, record = tmp_path / "bin", tmp_path / "sbatch.calls"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(record=record))
-    (bin_dir / "sbatch").chmod(0o755)
+    # the plugin (2.8) looks for an account with sacct even with --slurm-no-account: a
+    # cluster without accounting answers with nothing
+    (bin_dir / "sacct").write_text("#!/bin/sh\nexit 0\n")
+    for tool in ("sbatch", "sacct"):
+        (bin_dir / tool).chmod(0o755)
     targets = [
         "results/big/posterior/shards/000.zarr",
         "results/big/mmd/deep_ensembles/summary.parquet",

@@ -1,4 +1,4 @@
-"""Canonical form (SPEC section 2): same function, invariant to every symmetry, records what it did."""
+"""Canonical form (docs/maths.md, section 2): same function, invariant to every symmetry, records what it did."""
 
 import functools
 

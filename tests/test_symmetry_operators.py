@@ -1,4 +1,4 @@
-"""Symmetry operators preserve the network function (SPEC section 1), on every shipped model."""
+"""Symmetry operators preserve the network function (docs/maths.md, section 1), on every shipped model."""
 
 import functools
 

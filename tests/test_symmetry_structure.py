@@ -15,7 +15,7 @@ from symbnn.symmetry import (
     unit_groups,
 )
 
-SPECS = [
+ARCHITECTURES = [
     {"name": "mlp", "widths": [2, 2, 1]},
     {"name": "mlp", "widths": [784, 256, 256, 10]},
     {"name": "optunet"},
@@ -35,7 +35,7 @@ def _last_layer(spec):
     }[spec["name"]]()
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s["name"] + str(s.get("widths", "")))
+@pytest.mark.parametrize("spec", ARCHITECTURES, ids=lambda s: s["name"] + str(s.get("widths", "")))
 def test_every_parameter_and_statistic_moves_with_its_units(spec):
     sym = unit_groups(spec)
     state = build_model(spec).state_dict()

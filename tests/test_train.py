@@ -4,6 +4,7 @@ the loop and batched trainers. Small synthetic data keep the whole file to secon
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
-from symbnn.train import OPTUNET_MNIST, RESNET18_CIFAR100, Recipe, train_seeds
+from symbnn.settings import ConfigError, Recipe, load_config
+from symbnn.train import train_seeds
 from symbnn.train.batched import train_batched
 from symbnn.train.batches import augment_crop_flip, batch_bounds, epoch_orders
 from symbnn.train.loop import train_one
@@ -22,6 +24,7 @@ from symbnn.train.seeding import build_seeded_model, init_parameters, seed_gener
 from symbnn.train.sgd import StackedSGD
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def stripes(n: int, seed: int, classes: int = 4, size: int = 28, channels: int = 1) -> ImageData:
@@ -58,8 +61,13 @@ SHORT = Recipe(
 
 # ---------------------------------------------------------------- recipes
 
+# The paper's recipes (appendix B.1), as the full configs of config.yaml hold them.
+CONFIG = load_config(REPO / "config.yaml")
+OPTUNET_MNIST = CONFIG.experiments["mnist-optunet"].recipe
+RESNET18_CIFAR100 = CONFIG.experiments["cifar100-resnet18"].recipe
 
-def test_presets_follow_the_paper():
+
+def test_full_configs_use_the_paper_recipes():
     assert (OPTUNET_MNIST.epochs, OPTUNET_MNIST.batch_size, OPTUNET_MNIST.lr) == (60, 64, 0.04)
     assert (OPTUNET_MNIST.weight_decay, OPTUNET_MNIST.milestones, OPTUNET_MNIST.gamma) == (
         2e-4,
@@ -72,46 +80,49 @@ def test_presets_follow_the_paper():
     assert (r.weight_decay, r.milestones, r.gamma, r.augment) == (5e-4, (25, 50), 0.1, True)
 
 
-def test_from_dict_builds_presets_overrides_and_yaml_strings():
-    assert Recipe.from_dict({"preset": "optunet_mnist"}) == OPTUNET_MNIST
-    short = Recipe.from_dict({"preset": "optunet_mnist", "epochs": 3, "milestones": [1, 2]})
+def test_recipes_round_trip_and_replace():
+    r = Recipe.parse({"epochs": 1, "batch_size": 8, "lr": 1e-2, "milestones": [1]}, "recipe")
+    assert r.milestones == (1,) and Recipe.parse(r.to_dict(), "recipe") == r
+    assert Recipe(**r.to_dict()) == r  # direct construction checks and converts alike
+    short = OPTUNET_MNIST.replace(epochs=3, milestones=[1, 2])
     assert (short.epochs, short.milestones, short.lr) == (3, (1, 2), 0.04)
-    # PyYAML reads 2e-4 as a string
-    r = Recipe.from_dict({"epochs": 1, "batch_size": 8, "lr": "1e-2", "weight_decay": "2e-4"})
-    assert (r.lr, r.weight_decay) == (0.01, 2e-4)
-    assert Recipe.from_dict(r.to_dict()) == r
 
 
 @pytest.mark.parametrize(
-    "config, key",
+    "config, message",
     [
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "learning_rate": 0.1}, "learning_rate"),
-        ({"batch_size": 8, "lr": 0.1}, "epochs"),
-        ({"epochs": 0, "batch_size": 8, "lr": 0.1}, "epochs"),
-        ({"epochs": 2.5, "batch_size": 8, "lr": 0.1}, "epochs"),
-        ({"epochs": 1, "batch_size": True, "lr": 0.1}, "batch_size"),
-        ({"epochs": 1, "batch_size": 8, "lr": "fast"}, "lr"),
-        ({"epochs": 1, "batch_size": 8, "lr": -1}, "lr"),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "momentum": 1.5}, "momentum"),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": True}, "nesterov"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "learning_rate": 0.1}, "learning_rate: unknown"),
+        ({"batch_size": 8, "lr": 0.1}, "epochs: missing"),
+        ({"epochs": 0, "batch_size": 8, "lr": 0.1}, "epochs: must be >= 1"),
+        ({"epochs": 2.5, "batch_size": 8, "lr": 0.1}, "epochs: expected an integer"),
+        ({"epochs": 1, "batch_size": True, "lr": 0.1}, "batch_size: expected an integer"),
+        ({"epochs": 1, "batch_size": 8, "lr": "fast"}, "lr: expected a number"),
+        ({"epochs": 1, "batch_size": 8, "lr": "1e-2x"}, "lr: expected a number"),
+        ({"epochs": 1, "batch_size": 8, "lr": -1}, "lr: must be > 0"),
+        (
+            {"epochs": 1, "batch_size": 8, "lr": 0.1, "momentum": 1.5},
+            "momentum: must lie in \\[0, 1\\)",
+        ),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": True}, "nesterov: Nesterov"),
         ({"epochs": 1, "batch_size": 8, "lr": 0.1, "nesterov": "yes", "momentum": 0.9}, "nesterov"),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "weight_decay": -1}, "weight_decay"),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "schedule": "linear"}, "schedule"),
-        ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": [5, 3]}, "milestones"),
-        ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": 5}, "milestones"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "weight_decay": -1}, "weight_decay: must be"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "schedule": "linear"}, "schedule: must be one"),
+        (
+            {"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": [5, 3]},
+            "milestones: must be strictly",
+        ),
+        ({"epochs": 9, "batch_size": 8, "lr": 0.1, "milestones": 5}, "milestones: expected a list"),
         (
             {"epochs": 9, "batch_size": 8, "lr": 0.1, "schedule": "cosine", "milestones": [3]},
-            "milestones",
+            "milestones: only schedule multistep",
         ),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "gamma": 0}, "gamma"),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "augment": 1}, "augment"),
-        ({"preset": "optunet_cifar"}, "preset"),
-        ({"preset": "optunet_mnist", "lr": "x"}, "lr"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "gamma": 0}, "gamma: must lie in \\(0, 1\\]"),
+        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "augment": 1}, "augment: expected true"),
     ],
 )
-def test_recipe_errors_name_the_key(config, key):
-    with pytest.raises(ValueError, match=repr(key)):
-        Recipe.from_dict(config)
+def test_recipe_errors_name_the_key(config, message):
+    with pytest.raises(ConfigError, match=f"recipe.{message}"):
+        Recipe.parse(config, "recipe")
 
 
 @pytest.mark.parametrize(

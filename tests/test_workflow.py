@@ -41,17 +41,7 @@ def tiny_config(methods=True):
     if not methods:
         return workflow_config({"tiny": tiny})
     tiny["methods"] = TINY_METHODS
-    tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5, "vi_samples": 4}
-    tiny["symmetrised_vi"] = {
-        "hidden": 3,
-        "steps": 40,
-        "seeds": [0],
-        "target_runs": 4,
-        "target_epochs": 2,
-        "mmd_samples": 4,
-        "eval_samples": 16,
-        "n_test": 100,
-    }
+    tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5}
     return workflow_config({"tiny": tiny}, TINY_ANALYSES)
 
 
@@ -204,11 +194,16 @@ def test_report_holds_every_table_and_figure(finished_run):
         "permutation_frequency_summary.html",
         "alignment_barrier.html",
         "alignment_interpolation.png",
+    )
+    shared = (
+        "toy_posterior.png",
+        "toy_summary.html",
+        "marginals.png",
+        "marginals_summary.html",
         "symmetrised_vi.html",
         "variational_alignment.html",
         "variational_alignment.png",
     )
-    shared = ("toy_posterior.png", "toy_summary.html", "marginals.png", "marginals_summary.html")
     for path in [results / "tiny" / "report" / n for n in tiny] + [
         results / "analyses" / "report" / n for n in shared
     ]:
@@ -229,28 +224,107 @@ def planned_outputs(workdir):
     }
 
 
-def test_editing_one_method_reruns_only_its_chain(finished_run, tmp_path):
+def _set(*path_and_value):
+    """A config edit: set the key at `path` (under the experiment `tiny`) to `value`."""
+    *path, value = path_and_value
+
+    def edit(config):
+        node = config["experiments"]["tiny"]
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    return edit
+
+
+def _reversed_keys(value):
+    if isinstance(value, dict):
+        return {k: _reversed_keys(value[k]) for k in reversed(list(value))}
+    return value
+
+
+def _reorder_every_mapping(config):
+    reordered = _reversed_keys(config)
+    config.clear()
+    config.update(reordered)
+
+
+TRAINING = {"train_shard", "train_pool_shard", "gather_posterior", "gather_pool"}
+# config edit -> the rules it must plan (None: anything but `forbidden`), the rules it must
+# not plan, and a word every planned method-specific output contains
+RERUNS = {
+    "download": (lambda c: c.update(download=True), set(), set(), None),
+    "device": (lambda c: c.update(device="cpu"), set(), set(), None),
+    "data_root": (lambda c: c.update(data_root="/elsewhere"), set(), set(), None),
+    "key order": (_reorder_every_mapping, set(), set(), None),
+    "compute": (_set("compute", "threads", 2), set(), set(), None),
+    "min_accuracy": (
+        _set("posterior", "min_accuracy", 0.05),
+        None,
+        TRAINING,
+        None,
+    ),
+    "swag scale (sampling only)": (
+        _set("methods", "swag", "scale", 0.2),
+        {"sample", "canonicalize_samples", "predict", "metrics", "mmd_method", "method_tables"},
+        {"fit"},
+        "/swag/",
+    ),
+    "dropout rate": (
+        _set("methods", "dropout", "rate", 0.3),
+        {
+            "fit",
+            "sample",
+            "canonicalize_samples",
+            "predict",
+            "metrics",
+            "mmd_method",
+            "method_tables",
+        },
+        TRAINING,
+        "/dropout/",
+    ),
+    "symmetry key": (
+        _set("symmetry", "key", "first"),
+        {
+            "canonicalize",
+            "canonicalize_samples",
+            "mmd_deep_ensembles",
+            "mmd_method",
+            "method_tables",
+        },
+        {"fit", "sample", "predict"} | TRAINING,
+        None,
+    ),
+    "metrics bins": (_set("metrics", "bins", 10), {"metrics", "method_tables"}, set(), None),
+    "recipe lr": (_set("recipe", "lr", 0.05), None, set(), None),
+}
+
+
+def _plan(finished_run, tmp_path, edit):
     workdir = tmp_path / "copy"
     shutil.copytree(finished_run, workdir, symlinks=True)
     config = yaml.safe_load((workdir / "config.yaml").read_text())
-    config["experiments"]["tiny"]["methods"]["dropout"]["rate"] = 0.3
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    planned = planned_outputs(workdir)
-    chain = {(rule, path) for rule, path in planned if "/dropout/" in path}
-    rest = planned - chain
-    assert {rule for rule, _ in chain} == {
-        "sample",
-        "gather_samples",
-        "predict",
-        "canonicalize_samples",
-        "mmd_method",
-        "metrics",
-    }
-    for variant in ("single", "multi"):
-        assert ("predict", f"results/tiny/methods/dropout/{variant}/predictions.zarr") in chain
-        assert ("mmd_method", f"results/tiny/mmd/dropout/{variant}/summary.parquet") in chain
-    # outside the dropout chain only the tables that include it
-    assert {rule for rule, _ in rest} == {"method_tables"}
+    edit(config)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return planned_outputs(workdir)
+
+
+@pytest.mark.parametrize("name", RERUNS)
+def test_config_edits_rerun_exactly_what_they_change(finished_run, tmp_path, name):
+    edit, expected, forbidden, word = RERUNS[name]
+    planned = _plan(finished_run, tmp_path, edit)
+    rules = {rule for rule, _ in planned}
+    if expected is not None:
+        assert rules == expected, f"{name}: planned {sorted(rules)}"
+    assert not rules & forbidden, f"{name}: planned {sorted(rules & forbidden)}"
+    if word:
+        per_method = [path for rule, path in planned if rule != "method_tables"]
+        assert per_method and all(word in path for path in per_method), per_method
+    if name == "min_accuracy":
+        assert {"convergence", "pool_convergence", "posterior_tables"} <= rules
+    if name == "recipe lr":
+        assert rules >= TRAINING
 
 
 def test_bad_config_stops_before_any_job(tmp_path):

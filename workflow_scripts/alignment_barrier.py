@@ -5,25 +5,28 @@ import torch
 
 from symbnn.alignment.figures import interpolation_figure
 from symbnn.alignment.stores import converged_pair, store_barriers
+from symbnn.jobenv import environment
+from symbnn.posterior import converged_rows
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+from symbnn.settings import Alignment
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     store = snakemake.input.store
-    row_a, row_b = converged_pair(store)
-    options = snakemake.params.alignment
+    row_a, row_b = converged_pair(store, converged_rows(snakemake.input.converged))
+    options = Alignment.parse(snakemake.params.alignment, "alignment")
     curves, barriers = store_barriers(
         store,
         store,
         row_a=row_a,
         row_b=row_b,
-        data_root=snakemake.params.data_root,
-        splits=tuple(options["splits"]),
-        points=options["points"],
-        bn_batches=options["bn_batches"],
-        max_sweeps=options["max_sweeps"],
+        data_root=environment(snakemake).data_root,
+        splits=options.splits,
+        points=options.points,
+        bn_batches=options.bn_batches,
+        max_sweeps=options.max_sweeps,
     )
     barriers = barriers.with_columns(row_a=row_a, row_b=row_b)
     write_table(curves, snakemake.output.curves)

@@ -1,13 +1,13 @@
 """Rule functional_collapse: pairwise MI of random pairs of converged target networks."""
 
-from symbnn.mmd.ensembles import converged_rows
+from symbnn.posterior import converged_rows
 from symbnn.report.collapse import collapse_summary, pairwise_mi
 from symbnn.report.figures import collapse_figure
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
 
 with log_to(snakemake.log[0]):
-    rows = converged_rows(snakemake.input.store)
+    rows = converged_rows(snakemake.input.converged)
     pairs = pairwise_mi(
         snakemake.input.predictions, rows, snakemake.params.pairs, snakemake.params.seed
     )

@@ -2,14 +2,15 @@
 
 import torch
 
-from symbnn.analyses.marginals import MarginalSettings, marginals_figure, run_marginals
+from symbnn.analyses.marginals import marginals_figure, run_marginals
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+from symbnn.settings import Marginals
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
-    settings = MarginalSettings.from_dict(snakemake.params.settings)
+    settings = Marginals.parse(snakemake.params.settings, "analyses.marginals")
     result = run_marginals(settings)
     write_table(result.tests, snakemake.output.tests)
     write_table(result.summary, snakemake.output.summary_md)

@@ -1,8 +1,8 @@
 """Rule minmass: the min-mass problem for every network of a store, as a table."""
 
-from symbnn.minmass import minmass_table
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+from symbnn.symmetry.minmass import minmass_table
 
 with log_to(snakemake.log[0]):
     table = minmass_table(snakemake.input.store, solver=snakemake.params.solver)

@@ -1,6 +1,8 @@
 """Rule mmd_method: MMD and NS MMD of one method's samples against the target posterior."""
 
+from symbnn.jobenv import environment
 from symbnn.mmd.ensembles import method_mmd
+from symbnn.posterior import converged_rows
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
 
@@ -8,9 +10,10 @@ with log_to(snakemake.log[0]):
     per_layer, summary = method_mmd(
         (snakemake.input.target, snakemake.input.target_canonical),
         (snakemake.input.samples, snakemake.input.samples_canonical),
+        converged_rows(snakemake.input.converged),
         pvalue=snakemake.params.pvalue,
         seed=snakemake.params.seed,
-        device=snakemake.params.device,
+        device=environment(snakemake).device,
     )
     write_table(per_layer, snakemake.output.per_layer)
     write_table(summary, snakemake.output.summary)

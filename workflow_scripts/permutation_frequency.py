@@ -3,29 +3,35 @@
 import torch
 
 from symbnn.analyses.permutation_frequency import (
-    FrequencySettings,
+    analysis_recipe,
     frequency_figure,
     mean_tau,
     milestone_steps,
     run_frequency,
     summary,
 )
+from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
-from symbnn.posterior import load_in_distribution
+from symbnn.jobenv import environment
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+from symbnn.settings import Data, PermutationFrequency, Recipe
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     experiment = snakemake.wildcards.experiment
-    settings = FrequencySettings.from_dict(snakemake.params.settings)
-    recipe = settings.recipe(snakemake.params.recipe)
-    train, _ = load_in_distribution(
-        snakemake.params.data, snakemake.params.data_root, snakemake.params.download
+    env = environment(snakemake)
+    settings = PermutationFrequency.parse(
+        snakemake.params.settings, "analyses.permutation_frequency"
     )
-    device = resolve_device(snakemake.params.device)
-    table, permutations = run_frequency(snakemake.params.model, recipe, train, settings, device)
+    training = snakemake.params.training
+    recipe = analysis_recipe(settings, Recipe.parse(training["recipe"], "recipe"))
+    train, _ = load_in_distribution(
+        Data.parse(training["data"], "data"), env.data_root, env.download
+    )
+    device = resolve_device(env.device)
+    table, permutations = run_frequency(training["model"], recipe, train, settings, device)
     write_table(table, snakemake.output.table)
     write_table(permutations, snakemake.output.permutations)
     milestones = milestone_steps(recipe, len(train))

@@ -2,26 +2,27 @@
 
 import torch
 
+from symbnn.data.experiment import load_in_distribution, load_out_of_distribution
 from symbnn.device import resolve_device
-from symbnn.posterior import load_in_distribution, load_out_of_distribution
+from symbnn.jobenv import environment, predict_batch
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.runlog import log_to
+from symbnn.settings import Data
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
-    data = snakemake.params.data
-    _, test = load_in_distribution(data, snakemake.params.data_root, snakemake.params.download)
-    ood = load_out_of_distribution(
-        data, snakemake.params.data_root, test, snakemake.params.download
-    )
+    env = environment(snakemake)
+    data = Data.parse(snakemake.params.data, "data")
+    _, test = load_in_distribution(data, env.data_root, env.download)
+    ood = load_out_of_distribution(data, env.data_root, test, env.download)
     write_predictions(
         snakemake.input.store,
         snakemake.output.predictions,
         test,
         ood,
-        device=resolve_device(snakemake.params.device),
-        batch=snakemake.params.batch,
+        device=resolve_device(env.device),
+        batch=predict_batch(snakemake),
     )
     accuracy = open_predictions(snakemake.output.predictions).read("test_accuracy")
     print(

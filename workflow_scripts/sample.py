@@ -1,23 +1,39 @@
-"""Rule sample: one block of modes of a method's variant, written as a sample store."""
+"""Rule sample: a method's variant, its samples drawn from every block's fits, as a store."""
 
 import torch
 
-from symbnn.methods.sampling import sample_mode_store
+from symbnn.jobenv import environment
+from symbnn.methods.registry import settings_class
+from symbnn.methods.sampling import (
+    draw_samples,
+    load_fits,
+    problem_for,
+    sample_attrs,
+    write_sample_store,
+)
 from symbnn.runlog import log_to
+from symbnn.settings import Data, Recipe
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
-    store = sample_mode_store(
-        snakemake.output.store,
-        snakemake.wildcards.experiment,
-        snakemake.config["experiments"][snakemake.wildcards.experiment],
-        snakemake.wildcards.method,
-        snakemake.wildcards.variant,
-        int(snakemake.wildcards.block),
-        snakemake.input.pool,
-        data_root=snakemake.params.data_root,
-        download=snakemake.params.download,
-        device=snakemake.params.device,
+    env = environment(snakemake)
+    method, variant = snakemake.wildcards.method, snakemake.wildcards.variant
+    training, draw = snakemake.params.training, snakemake.params.draw
+    data = Data.parse(training["data"], "data")
+    problem = problem_for(
+        data,
+        training["model"],
+        Recipe.parse(training["recipe"], "recipe"),
+        env.data_root,
+        env.download,
+        env.device,
     )
+    settings = settings_class(method).parse(draw["settings"], f"methods.{method}")
+    blocks = [load_fits(path) for path in snakemake.input.fits]
+    state, mode_index, mode_seed = draw_samples(
+        problem, method, settings, blocks, draw["shares"], draw["seed"]
+    )
+    attrs = sample_attrs(snakemake.wildcards.experiment, problem, data, method, variant, settings)
+    store = write_sample_store(snakemake.output.store, attrs, state, mode_index, mode_seed)
     print(f"wrote {store}")

@@ -2,21 +2,27 @@
 
 import torch
 
+from symbnn.jobenv import environment
 from symbnn.posterior import train_shard
 from symbnn.runlog import log_to
+from symbnn.settings import Data, Recipe
 
 # Use exactly the cores Snakemake granted: oversubscribed BLAS threads slow tiny nets 10x.
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
+    env = environment(snakemake)
+    training = snakemake.params.training
     store = train_shard(
         snakemake.output.store,
         snakemake.wildcards.experiment,
-        snakemake.params.experiment,
+        Data.parse(training["data"], "data"),
+        training["model"],
+        Recipe.parse(training["recipe"], "recipe"),
         snakemake.params.seeds,
-        data_root=snakemake.params.data_root,
-        download=snakemake.params.download,
-        device=snakemake.params.device,
+        data_root=env.data_root,
+        download=env.download,
+        device=env.device,
         progress=True,
     )
     print(f"wrote {store}")

@@ -3,19 +3,18 @@ them without and with alignment (means and stds), barrier table and plot."""
 
 import torch
 
-from symbnn import symvi
 from symbnn.alignment.figures import interpolation_figure
 from symbnn.alignment.interpolation import barrier_table
+from symbnn.analyses import symmetrised_vi
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
+from symbnn.settings import SymmetrisedVi
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
-    options = snakemake.params.alignment
-    curves = symvi.variational_alignment_curves(
-        snakemake.params.settings, points=options["points"], samples=options["vi_samples"]
-    )
+    settings = SymmetrisedVi.parse(snakemake.params.settings, "analyses.symmetrised_vi")
+    curves = symmetrised_vi.variational_alignment_curves(settings)
     barriers = barrier_table(curves)
     write_table(curves, snakemake.output.curves)
     write_table(barriers, snakemake.output.table)

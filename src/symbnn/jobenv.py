@@ -1,9 +1,15 @@
-"""The environment workflow jobs inherit from the Snakemake process that starts them."""
+"""What workflow jobs inherit from the Snakemake process that starts them: symbnn's sources,
+the checked settings, and the environment a job runs in (data folder, downloads, device),
+which Snakemake passes through `config` rather than params so that it never reruns a job."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from symbnn.settings import Config, Methods, config_from_mapping
 
 
 def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
@@ -14,3 +20,33 @@ def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != source]
     os.environ["PYTHONPATH"] = os.pathsep.join([source, *parts])
     return os.environ["PYTHONPATH"]
+
+
+def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
+    """The Snakefile's `config` (config.yaml with --config overrides) checked; errors name
+    the last config file given and, where the key is in it, its line."""
+    files = [str(f) for f in getattr(workflow, "configfiles", [])]
+    return config_from_mapping(config, files[-1] if files else "config.yaml")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where a job finds data and computes: never a rerun trigger."""
+
+    data_root: str
+    download: bool
+    device: str
+
+
+def environment(snakemake: Any) -> Environment:
+    """The environment of a workflow script's job, from the run's settings."""
+    config = config_from_mapping(snakemake.config, "config")
+    return Environment(config.data_root, config.download, config.device)
+
+
+def predict_batch(snakemake: Any) -> int:
+    """Test images per forward pass of the job's experiment (a resource: the predictions do
+    not depend on it)."""
+    config = config_from_mapping(snakemake.config, "config")
+    methods = config.experiments[snakemake.wildcards.experiment].methods
+    return methods.predict_batch if methods else Methods.default("predict_batch")

@@ -1,7 +1,6 @@
-"""The target posterior: networks trained from seeds, written shard by shard and gathered.
-
-Each training job writes one shard store (a block of seeds trained at once); `gather_shards`
-assembles them into the posterior store every later step reads.
+"""The target posterior: networks trained from seeds, written shard by shard and gathered;
+then flagged converged or not by a separate, light step (`convergence_table`), so that the
+threshold can change without retraining.
 """
 
 from __future__ import annotations
@@ -12,50 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
-from symbnn.data import ImageData, load_dataset
+from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
+from symbnn.settings import Data, Recipe
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 
 # Attributes that must agree between shards of one posterior.
-SHARED_ATTRS = ("experiment", "architecture", "recipe", "data", "min_accuracy")
-
-
-def load_in_distribution(
-    data_cfg: dict[str, Any], data_root: str | os.PathLike, download: bool = False
-) -> tuple[ImageData, ImageData]:
-    """(train, test) of an experiment's `data` section, cut to train_limit / test_limit."""
-    options = {"download": True} if download else {}
-    train = load_dataset(data_cfg["train"], "train", data_root, **options)
-    test = load_dataset(data_cfg["train"], "test", data_root, **options)
-    if "train_limit" in data_cfg:
-        train = train.subset(slice(0, data_cfg["train_limit"]))
-    if "test_limit" in data_cfg:
-        test = test.subset(slice(0, data_cfg["test_limit"]))
-    return train, test
-
-
-def load_out_of_distribution(
-    data_cfg: dict[str, Any], data_root: str | os.PathLike, like: ImageData, download: bool = False
-) -> ImageData:
-    """The OOD set of an experiment's `data` section; its images must match ``like``'s shape."""
-    options = {"download": True} if download else {}
-    ood = load_dataset(
-        data_cfg["ood"], "test", data_root, **options, **data_cfg.get("ood_options", {})
-    )
-    if ood.images.shape[1:] != like.images.shape[1:]:
-        raise ValueError(
-            f"data.ood: {data_cfg['ood']!r} images have shape {tuple(ood.images.shape[1:])}, "
-            f"the in-distribution set {data_cfg['train']!r} has {tuple(like.images.shape[1:])}; "
-            "set data.ood_options (size, channels) to match"
-        )
-    return ood
+SHARED_ATTRS = ("experiment", "architecture", "recipe", "data")
 
 
 def train_shard(
     out_path: str | os.PathLike,
     experiment: str,
-    experiment_cfg: dict[str, Any],
+    data: Data,
+    model: dict[str, Any],
+    recipe: Recipe,
     seeds: Sequence[int],
     *,
     data_root: str | os.PathLike = "data",
@@ -63,13 +35,13 @@ def train_shard(
     device: str = "auto",
     progress: bool = False,
 ) -> Store:
-    """Train the networks of ``seeds`` at once and write them as one shard store."""
-    from symbnn.train import Recipe, train_seeds
+    """Train the networks of ``seeds`` (architecture spec ``model``) at once and write them
+    as one shard store, with each network's test accuracy and final training loss."""
+    from symbnn.train import train_seeds
 
-    train, test = load_in_distribution(experiment_cfg["data"], data_root, download)
-    recipe = Recipe.from_dict(experiment_cfg["recipe"])
+    train, test = load_in_distribution(data, data_root, download)
     result = train_seeds(
-        experiment_cfg["model"],
+        model,
         recipe,
         train,
         test,
@@ -78,26 +50,53 @@ def train_shard(
         batched=True,
         progress=progress,
     )
-    min_accuracy = experiment_cfg["posterior"].get("min_accuracy", 0.5)
-    accuracy = np.asarray(result.test_accuracy, dtype=np.float32)
     attrs = {
         "experiment": experiment,
-        "architecture": experiment_cfg["model"],
-        "recipe": experiment_cfg["recipe"],
-        "data": experiment_cfg["data"],
-        "min_accuracy": min_accuracy,
+        "architecture": model,
+        "recipe": recipe.to_dict(),
+        "data": data.to_dict(),
     }
     with StoreWriter(out_path, attrs, kind="posterior", expected_samples=len(seeds)) as writer:
         writer.append(
             state=result.state,
             info={
                 "seed": np.asarray(seeds, dtype=np.int64),
-                "converged": accuracy >= min_accuracy,
-                "test_accuracy": accuracy,
+                "test_accuracy": np.asarray(result.test_accuracy, dtype=np.float32),
                 "train_loss": np.asarray(result.train_loss, dtype=np.float32),
             },
         )
     return open_store(out_path)
+
+
+def convergence_table(store_path: str | os.PathLike, min_accuracy: float) -> pl.DataFrame:
+    """One row per network of the store: ``row``, ``seed``, ``test_accuracy``, ``converged``
+    (test accuracy at least ``min_accuracy``) and the threshold ``min_accuracy`` itself. A store without accuracies
+    (e.g. imported networks) counts every network as converged, unless it carries its own
+    ``converged`` flags."""
+    store = open_store(store_path)
+    n = store.n_samples
+    seeds = store.info("seed") if "seed" in store.info_names else np.arange(n)
+    if "test_accuracy" in store.info_names:
+        accuracy = store.info("test_accuracy").astype(np.float64)
+        converged = accuracy >= min_accuracy
+    else:
+        accuracy = np.full(n, np.nan)
+        converged = store.info("converged") if "converged" in store.info_names else np.ones(n)
+    return pl.DataFrame(
+        {
+            "row": np.arange(n, dtype=np.int64),
+            "seed": np.asarray(seeds, dtype=np.int64),
+            "test_accuracy": accuracy,
+            "converged": np.asarray(converged, dtype=bool),
+            "min_accuracy": np.full(n, float(min_accuracy)),
+        }
+    )
+
+
+def converged_rows(table_path: str | os.PathLike) -> list[int]:
+    """Rows of the networks a convergence table flags converged, in store order."""
+    table = pl.read_parquet(table_path)
+    return table.filter(pl.col("converged"))["row"].to_list()
 
 
 def gather_shards(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import zarr
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
 from symbnn.progress import progress
-from symbnn.store import StoreError, _install, _remove_stale_tmp, _tmp_sibling, open_store
+from symbnn.store import StoreError, open_store, staged_folder
 
 FORMAT = "symbnn-predictions"
 CHUNK_BYTES = 8 * 2**20
@@ -66,10 +65,7 @@ def write_predictions(
     out_path = Path(out_path)
     model = build_model(samples.architecture).to(device)
     s, num_classes = samples.n_samples, test.num_classes
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_tmp(out_path)
-    tmp = _tmp_sibling(out_path)
-    try:
+    with staged_folder(out_path, overwrite=True) as tmp:
         group = zarr.open_group(tmp, mode="w", zarr_format=3)
         arrays = {}
         for name, data in (("test", test), ("ood", ood)):
@@ -112,11 +108,6 @@ def write_predictions(
                 },
             }
         )
-        _install(tmp, out_path, overwrite=True)
-        tmp = None
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
     return out_path
 
 

@@ -10,7 +10,7 @@ A store is a Zarr group holding many networks of one architecture:
 Arrays are chunked along the sample axis (a chunk is a few MiB); a sample too large for that
 also splits its first parameter axis, so a column block of every sample can be streamed with
 memory bounded by the block, not by the layer. Arrays are stored uncompressed: compression
-saves ~8% on float weights and halves throughput (shared/notes/FACTS.md).
+saves ~8% on float weights and halves throughput.
 
 Writes are atomic: a store is built in a hidden sibling folder and renamed into place when
 complete, so a killed job never leaves a half-written store that a later step would read.
@@ -20,9 +20,11 @@ bookkeeping files such as Snakemake's ``.snakemake_timestamp`` are never read as
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -65,16 +67,18 @@ def chunk_shape(
     return (rows, first, *sample_shape[1:])
 
 
-def _tmp_sibling(path: Path) -> Path:
+def staging_path(path: Path) -> Path:
+    """A hidden sibling of ``path``, unique to this process, to build a store in."""
     return path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _remove_stale_tmp(path: Path) -> None:
+def remove_stale_staging(path: Path) -> None:
+    """Remove what killed runs left while building ``path``."""
     for stale in path.parent.glob(f".{path.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _install(tmp: Path, path: Path, overwrite: bool) -> None:
+def install(tmp: Path, path: Path, overwrite: bool) -> None:
     """Move a finished store into place; an empty folder (e.g. pre-created) is replaced."""
     if path.exists():
         leftovers = [p for p in path.iterdir() if p.name != ".snakemake_timestamp"]
@@ -85,6 +89,23 @@ def _install(tmp: Path, path: Path, overwrite: bool) -> None:
             )
         shutil.rmtree(path)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def staged_folder(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
+    """A temporary folder to build the store ``path`` in: installed at ``path`` when the
+    block exits cleanly, removed when it raises, so no reader ever sees half a store."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(path)
+    tmp: Path | None = staging_path(path)
+    try:
+        yield tmp
+        install(tmp, path, overwrite)
+        tmp = None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class StoreWriter:
@@ -121,9 +142,8 @@ class StoreWriter:
         self.n_samples = 0
 
     def __enter__(self) -> StoreWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_tmp(self.path)
-        self._tmp = _tmp_sibling(self.path)
+        self._stage = staged_folder(self.path, self.overwrite)
+        self._tmp = self._stage.__enter__()
         self._group = zarr.open_group(self._tmp, mode="w", zarr_format=3)
         self._group.create_group("state")
         self._group.create_group("info")
@@ -179,31 +199,33 @@ class StoreWriter:
         self.n_samples += next(iter(state.values())).shape[0]
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        tmp = self._tmp
         try:
-            if exc_type is not None:
-                return
-            self._flush()
-            if self.n_samples == 0:
-                raise StoreError(f"{self.path}: no samples were written")
-            self._group.attrs.update(
-                {
-                    **self.attrs,
-                    "format": FORMAT,
-                    "format_version": FORMAT_VERSION,
-                    "kind": self.kind,
-                    "symbnn_version": symbnn.__version__,
-                    "state_names": self._state_names,
-                    "info_names": self._info_names,
-                    "n_samples": self.n_samples,
-                }
-            )
-            _install(tmp, self.path, self.overwrite)
-            tmp = None
+            if exc_type is None:
+                self._finish()
+        except BaseException:
+            self._stage.__exit__(*sys.exc_info())
+            raise
+        else:
+            self._stage.__exit__(exc_type, exc, tb)
         finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
             self._group = None
+
+    def _finish(self) -> None:
+        self._flush()
+        if self.n_samples == 0:
+            raise StoreError(f"{self.path}: no samples were written")
+        self._group.attrs.update(
+            {
+                **self.attrs,
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "kind": self.kind,
+                "symbnn_version": symbnn.__version__,
+                "state_names": self._state_names,
+                "info_names": self._info_names,
+                "n_samples": self.n_samples,
+            }
+        )
 
 
 def write_store(

@@ -34,6 +34,7 @@ from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
+from symbnn.settings import Alignment, SymmetrisedVi
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm
 
 Data = ImageData | tuple[torch.Tensor, torch.Tensor]
@@ -100,7 +101,7 @@ def network_curve(
     sets: Mapping[str, Data],
     reset_bn: bool | None = None,
     reset_data: Data | None = None,
-    bn_batches: int = 20,
+    bn_batches: int = Alignment().bn_batches,
 ) -> pl.DataFrame:
     """One row per (t, split): loss (mean cross-entropy) and accuracy of theta(t).
     ``reset_bn`` None: reset when the model has BatchNorm and ``reset_data`` is given."""
@@ -137,7 +138,7 @@ def gaussian_curve(
     std_b: Mapping[str, torch.Tensor],
     ts: Sequence[float],
     sets: Mapping[str, Data],
-    samples: int = 32,
+    samples: int = SymmetrisedVi().alignment_samples,
     seed: int = 0,
 ) -> pl.DataFrame:
     """One row per (t, split) along the path between two mean-field Gaussians: expected loss

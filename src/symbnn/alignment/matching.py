@@ -44,8 +44,13 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
+from symbnn.settings import Alignment
 from symbnn.symmetry.operators import apply_permutations, as_stack
 from symbnn.symmetry.structure import Symmetry, UnitGroup, topological_group_order
+
+# library defaults are the settings layer's
+ALIGNMENT = Alignment()
+
 
 MATCH_ROLES = ("in", "bias", "out", "bn_weight", "bn_bias")
 MAX_BLOCK_PERMUTATIONS = 5040  # 7 blocks; more would need a smarter block assignment
@@ -237,7 +242,7 @@ def _improves(new: float, old: float) -> bool:
 def weight_matching(
     sym: Symmetry,
     pairs: Sequence[tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]],
-    max_sweeps: int = 100,
+    max_sweeps: int = ALIGNMENT.max_sweeps,
 ) -> Alignment:
     """Permutations of B maximising sum over (A, B) in ``pairs`` of <A, P B> (see module doc).
     ``pairs`` holds one (A, B) pair of single-network state dicts, or several channels of
@@ -279,7 +284,7 @@ def align_state(
     a: Mapping[str, torch.Tensor],
     b: Mapping[str, torch.Tensor],
     sym: Symmetry,
-    max_sweeps: int = 100,
+    max_sweeps: int = ALIGNMENT.max_sweeps,
 ) -> tuple[State, Alignment]:
     """B permuted to match A (every state entry moves, BatchNorm statistics included)."""
     result = weight_matching(sym, [(a, b)], max_sweeps)
@@ -293,7 +298,7 @@ def align_gaussian(
     std_b: Mapping[str, torch.Tensor],
     sym: Symmetry,
     use_std: bool = True,
-    max_sweeps: int = 100,
+    max_sweeps: int = ALIGNMENT.max_sweeps,
 ) -> tuple[State, State, Alignment]:
     """Align mean-field Gaussian B to A: means and standard deviations permuted together.
     The cost uses both (2-Wasserstein between the diagonal Gaussians), or the means only

@@ -22,9 +22,13 @@ import torch
 
 from symbnn.alignment.interpolation import barrier_table, grid, network_curve
 from symbnn.alignment.matching import DenseState, align_state, dense_state
+from symbnn.settings import Alignment
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 from symbnn.symmetry.architectures import unit_groups
 from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
+
+# library defaults are the settings layer's
+ALIGNMENT = Alignment()
 
 
 def _check_same_architecture(a: Store, b: Store) -> None:
@@ -49,10 +53,11 @@ def align_store(
     *,
     reference: int = 0,
     pairwise: bool = False,
-    max_sweeps: int = 100,
+    max_sweeps: int = ALIGNMENT.max_sweeps,
     overwrite: bool = False,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> Store:
+
     a, b = open_store(a_path), open_store(b_path)
     _check_same_architecture(a, b)
     if pairwise and a.n_samples < b.n_samples:
@@ -116,10 +121,10 @@ def interpolation_curves(
     a: dict[str, torch.Tensor],
     b: dict[str, torch.Tensor],
     sets: dict,
-    points: int = 11,
+    points: int = ALIGNMENT.points,
     reset_data=None,
-    bn_batches: int = 20,
-    max_sweeps: int = 100,
+    bn_batches: int = ALIGNMENT.bn_batches,
+    max_sweeps: int = ALIGNMENT.max_sweeps,
 ) -> pl.DataFrame:
     """Curves of theta(t) between A and B as stored ("none") and after aligning B to A
     ("weight_matching"), stacked with an ``alignment`` column."""
@@ -137,11 +142,12 @@ def interpolation_curves(
 def data_sets(
     store: Store,
     data_root: str | os.PathLike,
-    splits: tuple[str, ...] = ("train", "test"),
+    splits: tuple[str, ...] = ALIGNMENT.splits,
     download: bool = False,
 ):
     """The experiment's (train, test) data named by the store's ``data`` attribute."""
-    from symbnn.posterior import load_in_distribution
+    from symbnn.data.experiment import load_in_distribution
+    from symbnn.settings import ConfigError, Data
 
     data_cfg = store.attrs.get("data")
     if not isinstance(data_cfg, dict) or "train" not in data_cfg:
@@ -149,7 +155,11 @@ def data_sets(
             f"{store.path}: attribute 'data' ({data_cfg!r}) does not name the experiment's dataset; "
             "`symbnn barrier` needs it to evaluate the losses"
         )
-    train, test = load_in_distribution(data_cfg, data_root, download)
+    try:
+        data = Data.parse(data_cfg, "data")
+    except ConfigError as exc:
+        raise StoreError(f"{store.path}: attribute {exc}") from None
+    train, test = load_in_distribution(data, data_root, download)
     every = {"train": train, "test": test}
     unknown = set(splits) - set(every)
     if unknown:
@@ -164,10 +174,10 @@ def store_barriers(
     row_a: int = 0,
     row_b: int = 0,
     data_root: str | os.PathLike = "data",
-    splits: tuple[str, ...] = ("test",),
-    points: int = 11,
-    bn_batches: int = 20,
-    max_sweeps: int = 100,
+    splits: tuple[str, ...] = ALIGNMENT.splits,
+    points: int = ALIGNMENT.points,
+    bn_batches: int = ALIGNMENT.bn_batches,
+    max_sweeps: int = ALIGNMENT.max_sweeps,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(curves, barriers) between network ``row_a`` of A and ``row_b`` of B, without and
     with alignment, on the data of A's ``data`` attribute; BatchNorm statistics re-estimated
@@ -188,15 +198,12 @@ def store_barriers(
     return curves, barrier_table(curves)
 
 
-def converged_pair(path: str | os.PathLike) -> tuple[int, int]:
-    """The first two networks of a store flagged converged (rows 0 and 1 without the flag,
-    or when fewer than two converged): the pair the workflow aligns."""
-    from symbnn.mmd.ensembles import converged_rows
-
+def converged_pair(path: str | os.PathLike, converged: list[int]) -> tuple[int, int]:
+    """The first two converged networks of a store (`converged`: its converged rows; rows 0
+    and 1 when fewer than two converged): the pair the workflow aligns."""
     store = open_store(path)
     if store.n_samples < 2:
         raise ValueError(
             f"{store.path}: alignment needs two networks, the store has {store.n_samples}"
         )
-    rows = converged_rows(path)
-    return (rows[0], rows[1]) if len(rows) >= 2 else (0, 1)
+    return (converged[0], converged[1]) if len(converged) >= 2 else (0, 1)

@@ -14,7 +14,7 @@ rows (incoming weights); the output layer's units are its columns (outgoing weig
 last hidden layer). One weight per network enters each sample, so the samples are i.i.d.
 across networks and the p-values are exact under the null. Stages: ``trained``, ``scaled``
 (unit-norm neurons: scales alone leave units exchangeable) and ``canonical`` (scaled and
-sorted by the largest incoming weight, SPEC section 2).
+sorted by the largest incoming weight, docs/maths.md, section 2).
 """
 
 from __future__ import annotations
@@ -25,50 +25,15 @@ from itertools import combinations
 import numpy as np
 import torch
 
-from symbnn.analyses.settings import known_keys
 from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, train_stacked
+from symbnn.settings import Marginals
 from symbnn.symmetry import apply_scales, canonicalize, unit_groups
 
 STAGES = ("trained", "scaled", "canonical")
-DATASETS = ("diabetes",)
+DATASETS = Marginals.choices("dataset")
 
 
-@dataclass(frozen=True)
-class MarginalSettings:
-    dataset: str = "diabetes"
-    hidden: tuple[int, ...] = (16, 16)
-    n_networks: int = 256
-    first_seed: int = 0
-    epochs: int = 60
-    batch_size: int = 32
-    lr: float = 0.01
-    alpha: float = 0.05  # level at which the summary counts rejections
-    plot_units: int = 4
-
-    @classmethod
-    def from_dict(cls, config: dict | None) -> MarginalSettings:
-        config = known_keys("analyses.marginals", cls, config)
-        if "hidden" in config:
-            config["hidden"] = tuple(int(w) for w in config["hidden"])
-        settings = cls(**config)
-        if settings.dataset not in DATASETS:
-            raise ValueError(
-                f"analyses.marginals.dataset: unknown dataset {settings.dataset!r} "
-                f"(known: {', '.join(DATASETS)})"
-            )
-        if not settings.hidden or min(settings.hidden) < 2:
-            raise ValueError(
-                f"analyses.marginals.hidden: need hidden layers of at least two units, "
-                f"got {list(settings.hidden)}"
-            )
-        if settings.n_networks < 2:
-            raise ValueError(
-                "analyses.marginals.n_networks: a two-sample test needs at least 2 networks"
-            )
-        return settings
-
-
-def tabular_regression(name: str = "diabetes") -> tuple[torch.Tensor, torch.Tensor]:
+def tabular_regression(name: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(features, target) standardised to zero mean and unit variance, float32."""
     if name != "diabetes":
         raise ValueError(f"unknown dataset {name!r} (known: {', '.join(DATASETS)})")
@@ -131,7 +96,7 @@ def ks_tests(stages: dict[str, State]):
     return pl.DataFrame(rows)
 
 
-def ks_summary(tests, alpha: float = 0.05):
+def ks_summary(tests, alpha: float):
     """Per stage and layer: number of tests, median p-value and the share rejected at
     ``alpha`` (about ``alpha`` when the marginals are identical)."""
     import polars as pl
@@ -160,7 +125,7 @@ class MarginalResult:
     summary: object = field(repr=False)
 
 
-def run_marginals(settings: MarginalSettings) -> MarginalResult:
+def run_marginals(settings: Marginals) -> MarginalResult:
     x, y = tabular_regression(settings.dataset)
     widths = (x.shape[1], *settings.hidden, 1)
     seeds = range(settings.first_seed, settings.first_seed + settings.n_networks)

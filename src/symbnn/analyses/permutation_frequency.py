@@ -3,7 +3,7 @@
 A few networks are trained with an experiment's recipe (one `nn.Module` and `torch.optim.SGD`
 per run, in the run's seed order, as `symbnn.train.loop` trains). Every ``every`` steps the
 weights are snapshotted; afterwards the snapshots are put in canonical form all at once, and
-for each hidden unit group the sorting permutation is read off (SPEC section 2, keys "max"
+for each hidden unit group the sorting permutation is read off (docs/maths.md, section 2, keys "max"
 and "first"). Kendall's tau between the unit rankings of consecutive snapshots is 1 when no
 unit moved and drops with every pair of units that swapped; the paper plots its mean over
 runs (and unit groups) against the step.
@@ -16,18 +16,16 @@ units, so it is taken between the inverse permutations.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from symbnn.analyses.settings import known_keys
 from symbnn.data.core import ImageData
+from symbnn.settings import PermutationFrequency, Recipe
 from symbnn.symmetry import canonicalize, unit_groups
 from symbnn.train.batches import batch_bounds
 from symbnn.train.loop import fit_module
-from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model
 
 KEYS = ("max", "first")
@@ -60,34 +58,16 @@ def consecutive_tau(perms: torch.Tensor) -> torch.Tensor:
     return kendall_tau(r[:-1], r[1:])
 
 
-@dataclass(frozen=True)
-class FrequencySettings:
-    runs: int = 4
-    first_seed: int = 0
-    every_k_steps: int = 5
-    epochs: int | None = None  # None: the experiment recipe's epochs
-    milestones: tuple[int, ...] | None = None  # None: the recipe's (kept if within the epochs)
-
-    @classmethod
-    def from_dict(cls, config: dict | None) -> FrequencySettings:
-        config = known_keys("analyses.permutation_frequency", cls, config)
-        if config.get("milestones") is not None:
-            config["milestones"] = tuple(config["milestones"])
-        settings = cls(**config)
-        if settings.runs < 1 or settings.every_k_steps < 1:
-            raise ValueError("analyses.permutation_frequency: runs and every_k_steps must be >= 1")
-        return settings
-
-    def recipe(self, base: dict[str, Any]) -> Recipe:
-        """The experiment's recipe with this analysis's epochs and milestones; milestones past
-        the last epoch are dropped when only the epochs are overridden."""
-        recipe = Recipe.from_dict(base)
-        if self.epochs is not None:
-            kept = tuple(m for m in recipe.milestones if m < self.epochs)
-            recipe = replace(recipe, epochs=self.epochs, milestones=kept)
-        if self.milestones is not None:
-            recipe = replace(recipe, milestones=self.milestones)
-        return recipe
+def analysis_recipe(settings: PermutationFrequency, recipe: Recipe) -> Recipe:
+    """The experiment's recipe with the analysis's epochs and milestones; milestones past the
+    last epoch are dropped when only the epochs are replaced."""
+    changes = {}
+    if settings.epochs is not None:
+        changes["epochs"] = settings.epochs
+        changes["milestones"] = [m for m in recipe.milestones if m < settings.epochs]
+    if settings.milestones is not None:
+        changes["milestones"] = list(settings.milestones)
+    return recipe.replace(**changes)
 
 
 def snapshots(
@@ -146,7 +126,7 @@ def run_frequency(
     model_spec: dict[str, Any],
     recipe: Recipe,
     train: ImageData,
-    settings: FrequencySettings,
+    settings: PermutationFrequency,
     device: torch.device | str = "cpu",
 ):
     """Two long tables: ``taus``, one row per (run, key, unit group, step) with the tau

@@ -9,7 +9,7 @@ dropped, and the output-layer weights (w_1, w_2) looked at in four forms:
   picks 3 "for visual purposes"; the output weights absorb the inverse scale);
 * ``sorted_output``: then the two hidden neurons ordered by decreasing output weight, the
   order appendix A.2 uses for the figure (sorting from the last layer);
-* ``canonical``: the canonical form of SPEC section 2 (sorted by the largest incoming
+* ``canonical``: the canonical form of docs/maths.md, section 2 (sorted by the largest incoming
   weight, input side first), at the same norm.
 
 Every form must compute the same function as the trained network: `function_gaps` measures
@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symbnn.analyses.settings import known_keys
 from symbnn.analyses.stacked_mlp import (
     State,
     dataset_loss,
@@ -35,38 +34,13 @@ from symbnn.analyses.stacked_mlp import (
     stacked_forward,
     train_stacked,
 )
+from symbnn.settings import Toy
 from symbnn.symmetry import apply_permutations, apply_scales, canonicalize, unit_groups
 
 WIDTHS = (2, 2, 1)
 STAGES = ("trained", "scaled", "sorted_output", "canonical")
 HIDDEN = "layers.0"  # the hidden unit group (and scale group) of the 2-2-1 MLP
 OUTPUT_WEIGHT = "layers.1.weight"
-
-
-@dataclass(frozen=True)
-class ToySettings:
-    n_networks: int = 10_000
-    first_seed: int = 0
-    n_per_class: int = 200
-    class_means: tuple[tuple[float, float], tuple[float, float]] = ((-2.0, -2.0), (2.0, 2.0))
-    data_seed: int = 0
-    epochs: int = 10
-    batch_size: int = 10
-    lr: float = 2.0
-    max_loss: float = 0.1  # networks with a larger final training loss are outliers
-    norm: float = 3.0
-    check_inputs: int = 256
-    tolerance: float = 1e-5
-
-    @classmethod
-    def from_dict(cls, config: dict | None) -> ToySettings:
-        config = known_keys("analyses.toy", cls, config)
-        if "class_means" in config:
-            means = config["class_means"]
-            if len(means) != 2 or any(len(m) != 2 for m in means):
-                raise ValueError(f"analyses.toy.class_means: expected two 2-D means, got {means!r}")
-            config["class_means"] = tuple(tuple(float(v) for v in m) for m in means)
-        return cls(**config)
 
 
 def toy_data(n_per_class: int, class_means, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,7 +65,7 @@ def toy_data(n_per_class: int, class_means, seed: int) -> tuple[torch.Tensor, to
 
 
 def train_toy(
-    settings: ToySettings, inputs: torch.Tensor, labels: torch.Tensor, dtype=torch.float32
+    settings: Toy, inputs: torch.Tensor, labels: torch.Tensor, dtype=torch.float32
 ) -> State:
     seeds = range(settings.first_seed, settings.first_seed + settings.n_networks)
     return train_stacked(
@@ -118,7 +92,7 @@ def select(state: State, mask: np.ndarray) -> State:
     return {name: t[index] for name, t in state.items()}
 
 
-def symmetry_forms(state: State, norm: float = 3.0) -> dict[str, State]:
+def symmetry_forms(state: State, norm: float) -> dict[str, State]:
     """The four forms of STAGES (float64), each computing the trained networks' function."""
     if norm <= 0:
         raise ValueError(f"norm must be positive, got {norm}")
@@ -170,7 +144,7 @@ class ToyPosterior:
     gaps: dict[str, float]  # STAGES -> largest relative function gap over kept networks
 
 
-def run_toy(settings: ToySettings) -> ToyPosterior:
+def run_toy(settings: Toy) -> ToyPosterior:
     """Data, training, outlier removal, symmetry forms and the function check; raises if a
     form changes some network's function by more than ``settings.tolerance``."""
     inputs, labels = toy_data(settings.n_per_class, settings.class_means, settings.data_seed)
@@ -212,7 +186,7 @@ def weights_table(result: ToyPosterior):
     return pl.DataFrame(columns)
 
 
-def summary_table(result: ToyPosterior, settings: ToySettings):
+def summary_table(result: ToyPosterior, settings: Toy):
     """Two text columns (quantity, value): the counts, the losses and each form's largest
     relative function gap, printed so that gaps of 1e-15 stay visible."""
     import polars as pl

@@ -29,6 +29,8 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.settings import Alignment
+
     parser = subparsers.add_parser(
         "align",
         help="align the networks of store B to store A modulo permutations (weight matching)",
@@ -46,7 +48,10 @@ def register(subparsers) -> None:
         "--pairwise", action="store_true", help="align row i of B to row i of A instead"
     )
     parser.add_argument(
-        "--max-sweeps", type=int, default=100, help="coordinate-descent sweeps at most"
+        "--max-sweeps",
+        type=int,
+        default=Alignment.default("max_sweeps"),
+        help="coordinate-descent sweeps at most (default: %(default)s)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     parser.set_defaults(handler=_run)

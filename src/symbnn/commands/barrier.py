@@ -50,6 +50,8 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.settings import Alignment, Config
+
     parser = subparsers.add_parser(
         "barrier", help="loss barrier between two stored networks, without and with alignment"
     )
@@ -63,26 +65,31 @@ def register(subparsers) -> None:
         "--split",
         nargs="+",
         choices=("train", "test"),
-        default=["test"],
-        help="data split(s) the loss is measured on (default: test)",
+        default=list(Alignment.default("splits")),
+        help="data split(s) the loss is measured on (default: %(default)s)",
     )
     parser.add_argument(
         "--points",
         type=int,
-        default=11,
-        help="points on the path, endpoints included (default: 11)",
+        default=Alignment.default("points"),
+        help="points on the path, endpoints included (default: %(default)s)",
     )
     parser.add_argument(
         "--bn-batches",
         type=int,
-        default=20,
+        default=Alignment.default("bn_batches"),
         help="training batches that re-estimate BatchNorm statistics along the path",
     )
     parser.add_argument(
-        "--max-sweeps", type=int, default=100, help="coordinate-descent sweeps at most"
+        "--max-sweeps",
+        type=int,
+        default=Alignment.default("max_sweeps"),
+        help="coordinate-descent sweeps at most (default: %(default)s)",
     )
     parser.add_argument(
-        "--data-root", default="data", help="folder of the real datasets (default: data)"
+        "--data-root",
+        default=Config.default("data_root"),
+        help="folder of the real datasets (default: %(default)s)",
     )
     parser.add_argument(
         "--curves", help="also write the curves (parquet, or CSV/Markdown by suffix)"

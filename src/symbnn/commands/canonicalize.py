@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from symbnn.symmetry.canonical import KEYS, SCALE_MODES
-
 
 def _run(args) -> int:
     from symbnn.symmetry.canonical_store import canonicalize_store
@@ -22,23 +20,25 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.settings import SymmetryRemoval
+
     parser = subparsers.add_parser(
         "canonicalize",
-        help="remove scaling, permutation and softmax symmetries from a store (SPEC section 2)",
+        help="remove scaling, permutation and softmax symmetries from a store (docs/maths.md, section 2)",
     )
     parser.add_argument("input", metavar="IN", help="weight store to read")
     parser.add_argument("output", metavar="OUT", help="canonical store to write")
     parser.add_argument(
         "--scale",
-        choices=SCALE_MODES,
-        default="unitnorm",
-        help="scale normalisation of each unit's incoming weights (default: unitnorm)",
+        choices=SymmetryRemoval.choices("scale"),
+        default=SymmetryRemoval.default("scale"),
+        help="scale normalisation of each unit's incoming weights (default: %(default)s)",
     )
     parser.add_argument(
         "--key",
-        choices=KEYS,
-        default="max",
-        help="sorting key: first incoming weight, or largest (default: max)",
+        choices=SymmetryRemoval.choices("key"),
+        default=SymmetryRemoval.default("key"),
+        help="sorting key: first incoming weight, or largest (default: %(default)s)",
     )
     parser.add_argument(
         "--no-softmax-shift",

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 
 def _run(args) -> int:
-    from symbnn.minmass import minmass_table
     from symbnn.report.tables import write_table
+    from symbnn.symmetry.minmass import minmass_table
 
+    tolerance = {} if args.tol is None else {"tol": args.tol}
     table = minmass_table(
         args.input,
         solver=args.solver,
-        tol=args.tol,
         device=args.device,
         on_degenerate=args.on_degenerate,
+        **tolerance,
     )
     write_table(table, args.output)
     ratio = (table["mass_after"] / table["mass_before"]).median()
@@ -24,8 +25,11 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.settings import SymmetryRemoval
+
     parser = subparsers.add_parser(
-        "minmass", help="minimum scaled network mass of every network of a store (SPEC section 3)"
+        "minmass",
+        help="minimum scaled network mass of every network of a store (docs/maths.md, section 3)",
     )
     parser.add_argument("input", metavar="IN", help="weight store to read")
     parser.add_argument(
@@ -33,15 +37,16 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--solver",
-        choices=("fast", "cvxpy"),
-        default="fast",
-        help="block coordinate descent (default) or the cvxpy reference",
+        choices=SymmetryRemoval.choices("solver"),
+        default=SymmetryRemoval.default("solver"),
+        help="block coordinate descent (fast) or the cvxpy reference (default: %(default)s)",
     )
     parser.add_argument(
         "--tol",
         type=float,
-        default=1e-9,
-        help="fast solver: stop when max |log(incoming/outgoing mass)| is below this",
+        default=None,
+        help="fast solver: stop when max |log(incoming/outgoing mass)| is below this "
+        "(default: the solver's own)",
     )
     parser.add_argument(
         "--device", default=None, help="torch device for the fast solver (default: cpu)"

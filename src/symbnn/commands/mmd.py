@@ -114,10 +114,13 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.mmd.aggtest import AggTestConfig
+    from symbnn.settings import Mmd, SymmetryRemoval
+
     parser = subparsers.add_parser(
         "mmd",
         help="layer-wise MMD between a target store and a method's sample store",
-        description="Layer-wise MMD between a target store and a method's sample store (SPEC 5).",
+        description="Layer-wise MMD between a target store and a method's sample store (docs/maths.md, section 5).",
     )
     parser.add_argument("target", help="target posterior store")
     parser.add_argument("method", metavar="method_samples", help="the method's sample store")
@@ -128,21 +131,30 @@ def register(subparsers) -> None:
         help="NS MMD: compare canonical weights (canonicalising if needed)",
     )
     parser.add_argument(
-        "--scale", default="unitnorm", help="scale mode when canonicalising (default: unitnorm)"
+        "--scale",
+        choices=SymmetryRemoval.choices("scale"),
+        default=SymmetryRemoval.default("scale"),
+        help="scale mode when canonicalising (default: %(default)s)",
     )
     parser.add_argument(
-        "--key", default="max", help="sorting key when canonicalising (default: max)"
+        "--key",
+        choices=SymmetryRemoval.choices("key"),
+        default=SymmetryRemoval.default("key"),
+        help="sorting key when canonicalising (default: %(default)s)",
     )
     parser.add_argument(
         "--pvalue", action="store_true", help="also run MMDAgg's aggregated permutation test"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the permutations")
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--b1", type=int, default=2000, help="permutations for the quantiles")
     parser.add_argument(
-        "--b2", type=int, default=2000, help="permutations for the level correction"
+        "--seed", type=int, default=Mmd.default("seed"), help="seed of the permutations"
     )
-    parser.add_argument("--b3", type=int, default=50, help="bisection steps")
+    test = AggTestConfig()
+    parser.add_argument("--alpha", type=float, default=test.alpha, help="level of the test")
+    parser.add_argument("--b1", type=int, default=test.b1, help="permutations for the quantiles")
+    parser.add_argument(
+        "--b2", type=int, default=test.b2, help="permutations for the level correction"
+    )
+    parser.add_argument("--b3", type=int, default=test.b3, help="bisection steps")
     parser.add_argument(
         "--layers",
         nargs="+",

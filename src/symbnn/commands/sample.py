@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 
@@ -13,75 +12,90 @@ def _parse_override(text: str) -> tuple[str, object]:
     if "=" not in text:
         raise ValueError(f"--set {text!r}: expected KEY=VALUE (e.g. rate=0.5)")
     key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value)
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ValueError(f"--set {text!r}: the value is {problem}") from None
 
 
-def _run(args) -> int:
-    from symbnn.config import ConfigError, load_config, validate_config
-    from symbnn.methods.registry import check_variant
-    from symbnn.methods.sampling import sample_mode_store
-    from symbnn.posterior import gather_shards, train_shard
+def _configured(args):
+    """The config file's settings with the command line's changes, checked again."""
+    from symbnn.settings import config_from_mapping, load_config
 
-    config = load_config(args.config)
-    if args.experiment not in config["experiments"]:
+    data = load_config(args.config).to_dict()
+    if args.experiment not in data["experiments"]:
         raise ValueError(
             f"{args.config}: no experiment {args.experiment!r} "
-            f"(defined: {', '.join(config['experiments'])})"
+            f"(defined: {', '.join(data['experiments'])})"
         )
-    config = copy.deepcopy(config)
-    experiment = config["experiments"][args.experiment]
-    if "methods" not in experiment:
+    methods = data["experiments"][args.experiment]["methods"]
+    if methods is None:
         raise ValueError(f"{args.config}: experiments.{args.experiment} has no `methods` section")
-    methods = experiment["methods"]
-    methods.setdefault(args.method, {})
+    methods[args.method] = methods[args.method] or {}
     for text in args.set or []:
         key, value = _parse_override(text)
         methods[args.method][key] = value
     if args.n_samples is not None:
         methods["n_samples"] = args.n_samples
-    try:
-        validate_config(config, args.config)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
-    check_variant(args.method, args.variant)
+    return config_from_mapping(data, args.config)
 
-    pool = Path(
-        args.pool
-        or Path(config.get("results", "results")) / args.experiment / "modes" / "pool.zarr"
-    )
+
+def _run(args) -> int:
+    from symbnn.methods.registry import check_variant
+    from symbnn.methods.sampling import problem_for, sample_store
+    from symbnn.posterior import convergence_table, gather_shards, train_shard
+
+    config = _configured(args)
+    experiment = config.experiments[args.experiment]
+    methods = experiment.methods
+    check_variant(args.method, args.variant)
+    pool = Path(args.pool or Path(config.results) / args.experiment / "modes" / "pool.zarr")
     if not pool.exists():
-        print(f"no pool store at {pool}: training its {methods['pool']} networks first")
-        first = methods.get("first_seed", 1_000_000)
+        print(f"no pool store at {pool}: training its {methods.pool} networks first")
         shard = pool.with_name(pool.name + ".shard")
         train_shard(
             shard,
             args.experiment,
-            experiment,
-            range(first, first + methods["pool"]),
-            data_root=config.get("data_root", "data"),
+            experiment.data,
+            experiment.model.to_dict(),
+            experiment.recipe,
+            methods.pool_seeds,
+            data_root=config.data_root,
+            download=config.download,
             device=args.device,
         )
         gather_shards([shard], pool)
         shutil.rmtree(shard)
-    store = sample_mode_store(
+    _check_pool(pool, experiment)
+    table = convergence_table(pool, experiment.posterior.min_accuracy)
+    converged = table.filter(table["converged"])["row"].to_list()
+    problem = problem_for(
+        experiment.data,
+        experiment.model.to_dict(),
+        experiment.recipe,
+        config.data_root,
+        config.download,
+        args.device,
+    )
+    store = sample_store(
         args.output,
         args.experiment,
         experiment,
         args.method,
         args.variant,
-        None,
         pool,
-        data_root=config.get("data_root", "data"),
-        device=args.device,
+        converged,
+        problem,
     )
     print(f"wrote {store}")
     if args.predictions:
+        from symbnn.data.experiment import load_in_distribution, load_out_of_distribution
         from symbnn.device import resolve_device
-        from symbnn.posterior import load_in_distribution, load_out_of_distribution
         from symbnn.predictions import open_predictions, write_predictions
 
-        _, test = load_in_distribution(experiment["data"], config.get("data_root", "data"))
-        ood = load_out_of_distribution(experiment["data"], config.get("data_root", "data"), test)
+        _, test = load_in_distribution(experiment.data, config.data_root, config.download)
+        ood = load_out_of_distribution(experiment.data, config.data_root, test, config.download)
         write_predictions(
             args.output, args.predictions, test, ood, device=resolve_device(args.device)
         )
@@ -93,12 +107,25 @@ def _run(args) -> int:
     return 0
 
 
+def _check_pool(pool: Path, experiment) -> None:
+    """The pool must hold networks of the experiment's architecture."""
+    from symbnn.store import StoreError, open_store
+
+    found = open_store(pool).architecture
+    if found != experiment.model.to_dict():
+        raise StoreError(
+            f"{pool}: the pool holds {found} networks, the experiment's model is "
+            f"{experiment.model.to_dict()}; pass a pool of the experiment (--pool)"
+        )
+
+
 def register(subparsers) -> None:
     from symbnn.methods.registry import METHOD_NAMES
+    from symbnn.settings import Config
 
     parser = subparsers.add_parser(
         "sample",
-        help="draw one posterior approximation's weight samples for an experiment (SPEC section 4)",
+        help="draw one posterior approximation's weight samples for an experiment (docs/maths.md, section 4)",
     )
     parser.add_argument(
         "method", metavar="METHOD", choices=METHOD_NAMES, help=f"one of {', '.join(METHOD_NAMES)}"
@@ -127,5 +154,10 @@ def register(subparsers) -> None:
         "trained first when missing)",
     )
     parser.add_argument("--predictions", help="also write the samples' test/OOD predictions here")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument(
+        "--device",
+        default=Config.default("device"),
+        choices=Config.choices("device"),
+        help="where to compute (default: %(default)s)",
+    )
     parser.set_defaults(handler=_run)

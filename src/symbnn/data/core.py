@@ -21,20 +21,61 @@ class ImageData:
 
     def __post_init__(self) -> None:
         if self.images.dtype != torch.uint8 or self.images.ndim != 4:
-            raise ValueError(f"dataset {self.name!r}: images must be uint8 (N, C, H, W), got {self.images.dtype} {tuple(self.images.shape)}")
+            raise ValueError(
+                f"dataset {self.name!r}: images must be uint8 (N, C, H, W), got "
+                f"{self.images.dtype} {tuple(self.images.shape)}"
+            )
         if self.labels.dtype != torch.int64 or self.labels.shape != (self.images.shape[0],):
-            raise ValueError(f"dataset {self.name!r}: labels must be int64 of shape ({self.images.shape[0]},), got {self.labels.dtype} {tuple(self.labels.shape)}")
+            raise ValueError(
+                f"dataset {self.name!r}: labels must be int64 of shape ({self.images.shape[0]},), "
+                f"got {self.labels.dtype} {tuple(self.labels.shape)}"
+            )
         if len(self.mean) != self.images.shape[1] or len(self.std) != self.images.shape[1]:
-            raise ValueError(f"dataset {self.name!r}: mean/std need one value per channel ({self.images.shape[1]})")
+            raise ValueError(
+                f"dataset {self.name!r}: mean/std need one value per channel ({self.images.shape[1]})"
+            )
 
     def __len__(self) -> int:
         return self.images.shape[0]
 
-    def normalize(self, images_uint8: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def normalize(
+        self, images_uint8: torch.Tensor, dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         mean = torch.tensor(self.mean, dtype=dtype, device=images_uint8.device).view(1, -1, 1, 1)
         std = torch.tensor(self.std, dtype=dtype, device=images_uint8.device).view(1, -1, 1, 1)
         return (images_uint8.to(dtype) / 255.0 - mean) / std
 
+    @property
+    def targets(self) -> torch.Tensor:
+        """What a network is trained to predict: the labels."""
+        return self.labels
+
     def subset(self, indices: torch.Tensor | slice, name: str | None = None) -> ImageData:
-        return ImageData(self.images[indices], self.labels[indices], self.num_classes,
-                         self.mean, self.std, name or self.name)
+        return ImageData(
+            self.images[indices],
+            self.labels[indices],
+            self.num_classes,
+            self.mean,
+            self.std,
+            name or self.name,
+        )
+
+
+@dataclass
+class TensorData:
+    """A small tabular set held as tensors: inputs (N, D) float, targets (N,) (class indices
+    for classification, real values for regression)."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.inputs.ndim != 2 or self.targets.shape != (self.inputs.shape[0],):
+            raise ValueError(
+                f"dataset {self.name!r}: inputs must be (N, D) and targets (N,), got "
+                f"{tuple(self.inputs.shape)} and {tuple(self.targets.shape)}"
+            )
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]

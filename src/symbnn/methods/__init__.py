@@ -1,1 +1,1 @@
-"""Posterior approximations (SPEC section 4): each turns trained modes into weight samples."""
+"""Posterior approximations (docs/maths.md, section 4): each turns trained modes into weight samples."""

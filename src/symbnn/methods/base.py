@@ -1,16 +1,21 @@
 """What every posterior approximation shares: the problem it samples for, the trained modes
-it starts from, and the stacked weight samples it returns.
+it starts from, and the two steps every method has.
 
-A method samples one mode at a time (`sample_mode(problem, mode, count, settings, seed)`
-returning `count` state dicts stacked as name -> (count, *shape)); `run_method` splits the S
-samples among the modes and stacks the result. Every sample is a plain state dict of the
+A method module defines ``fit(problem, mode, settings, seed, count) -> Fitted`` (what it
+learns at one mode: tensors that `torch.save` can store) and ``draw(problem, fitted, count,
+settings, seed)`` returning ``count`` samples stacked as a state dict name -> (count,
+*shape). The workflow runs the fits as one job per block of modes and the draws as one job
+per variant, so a setting used only when drawing (``SAMPLING_KEYS`` of a method's settings
+section, e.g. SWAG's scale) redraws the samples without refitting. A method whose samples come
+out of its fit (a Markov chain, Deep Ensembles) draws them in ``fit`` and ``draw`` returns
+them (`symbnn.methods.registry.SAMPLES_AT_FIT`). Every sample is a plain state dict of the
 experiment's model, so samples live in the same store layout as the target posterior.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +24,7 @@ from torch import nn
 
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
-from symbnn.train.recipe import Recipe
+from symbnn.settings import Recipe
 
 
 @dataclass
@@ -48,21 +53,8 @@ class Mode:
     state: dict[str, torch.Tensor]
 
 
-@dataclass
-class MethodSamples:
-    """S samples: `state` maps each state-dict name to (S, *shape) CPU tensors; row s came
-    from mode `mode_index[s]` (seed `mode_seed[s]`); `info` holds further per-sample arrays."""
-
-    state: dict[str, torch.Tensor]
-    mode_index: np.ndarray
-    mode_seed: np.ndarray
-    info: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.mode_index)
-
-
-SampleMode = Callable[[Problem, Mode, int, dict[str, Any], int], dict[str, torch.Tensor]]
+# what `fit` returns and `draw` reads back: tensors (and plain values) by name
+Fitted = dict[str, Any]
 
 
 def split_counts(n_samples: int, n_modes: int) -> list[int]:
@@ -76,42 +68,24 @@ def split_counts(n_samples: int, n_modes: int) -> list[int]:
     return [base + (k < extra) for k in range(n_modes)]
 
 
-def stack_states(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Stack state dicts (same names and shapes) into name -> (len(states), *shape), on the CPU."""
-    return {name: torch.stack([s[name].detach().cpu() for s in states]) for name in states[0]}
-
-
 def concat_states(blocks: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {name: torch.cat([b[name] for b in blocks]) for name in blocks[0]}
 
 
-def run_method(
-    sample_mode: SampleMode,
-    problem: Problem,
-    modes: Sequence[Mode],
-    n_samples: int,
-    settings: dict[str, Any],
-    seed: int,
-) -> MethodSamples:
-    """Apply `sample_mode` to each mode with its share of the n_samples; mode k draws from
-    seed `seed + k`, so adding modes never changes the samples of the first ones."""
-    counts = split_counts(n_samples, len(modes))
-    blocks, mode_index, mode_seed = [], [], []
-    for k, (mode, count) in enumerate(zip(modes, counts)):
-        block = sample_mode(problem, mode, count, settings, seed + k)
-        got = {len(t) for t in block.values()}
-        if got != {count}:
-            raise RuntimeError(
-                f"sampler returned {sorted(got)} samples for mode {k}, expected {count}"
-            )
-        blocks.append(block)
-        mode_index += [k] * count
-        mode_seed += [mode.seed] * count
-    return MethodSamples(
-        concat_states(blocks),
-        np.asarray(mode_index, dtype=np.int64),
-        np.asarray(mode_seed, dtype=np.int64),
-    )
+def check_count(method: str, count: Any) -> int:
+    """The number of samples a method is asked for: a positive integer."""
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+        raise ValueError(f"{method}: count must be a positive integer, got {count!r}")
+    return int(count)
+
+
+def fitted_samples(method: str, fitted: Fitted, count: int) -> dict[str, torch.Tensor]:
+    """The samples a method drew in its fit, checked to be `count`."""
+    samples = fitted["samples"]
+    got = {len(t) for t in samples.values()}
+    if got != {count}:
+        raise ValueError(f"{method}: the fit drew {sorted(got)} samples, {count} are asked for")
+    return samples
 
 
 def last_linear(model: nn.Module) -> tuple[str, nn.Linear]:

@@ -32,7 +32,7 @@ Posteriors" (ICLR 2024), appendix B.1: BLiTZ's default priors (pi = 1, s1 = 0.1,
 p = N(0, 0.1^2)), posterior rho initialised to -7, the experiment's epochs, 3 Monte Carlo
 ELBO samples per step, weight decay disabled. Here mu starts at the mode seed's initial
 weights (`build_seeded_model`), training runs `fit_module` with the experiment recipe
-overridden by settings["recipe"] in the mode seed's data order (reparameterisation noise from
+changed by settings.recipe in the mode seed's data order (reparameterisation noise from
 a generator derived from the mode seed), and the `count` samples are independent draws from
 the trained q with a generator seeded by `seed`.
 """
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
@@ -49,59 +48,15 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from symbnn.methods import settings as checks
-from symbnn.methods.base import Mode, Problem, generator
+from symbnn.methods.base import Fitted, Mode, Problem, generator
+from symbnn.settings import Bnn
 from symbnn.train.loop import fit_module
-from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, check_seed
-
-DEFAULTS: dict[str, Any] = {
-    "kl_weight": 1.0,
-    "elbo_samples": 3,
-    "prior_pi": 1.0,
-    "prior_sigma1": 0.1,
-    "prior_sigma2": 0.4,
-    "rho_init": -7.0,
-    "recipe": {"weight_decay": 0.0},
-}
 
 _TRAIN_STREAM = 0x626E6E  # "bnn": tags the training-noise stream derived from the mode seed
 _LOG_2PI = math.log(2 * math.pi)
 
 Likelihood = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> mean nll
-
-
-# ---------------------------------------------------------------- settings
-
-
-def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS updated with `settings` (the "recipe" dict merged key by key into the default
-    override), checked; raises ValueError naming the bad key."""
-    merged = checks.merged("bnn", DEFAULTS, settings)
-    recipe = (settings or {}).get("recipe", {})
-    if not isinstance(recipe, dict):
-        raise ValueError(f"bnn.recipe must be a mapping of recipe overrides, got {recipe!r}")
-    return {
-        "recipe": {**DEFAULTS["recipe"], **recipe},
-        "kl_weight": checks.number("bnn", "kl_weight", merged["kl_weight"], low=0),
-        "elbo_samples": checks.integer("bnn", "elbo_samples", merged["elbo_samples"], 1),
-        "prior_pi": checks.number("bnn", "prior_pi", merged["prior_pi"], low=0, high=1),
-        "prior_sigma1": checks.number(
-            "bnn", "prior_sigma1", merged["prior_sigma1"], low=0, low_open=True
-        ),
-        "prior_sigma2": checks.number(
-            "bnn", "prior_sigma2", merged["prior_sigma2"], low=0, low_open=True
-        ),
-        "rho_init": checks.number("bnn", "rho_init", merged["rho_init"]),
-    }
-
-
-def training_recipe(recipe: Recipe, override: dict[str, Any]) -> Recipe:
-    """The experiment recipe with the method's overrides (validated like any recipe)."""
-    try:
-        return Recipe.from_dict({**recipe.to_dict(), **override})
-    except ValueError as exc:
-        raise ValueError(f"bnn.recipe: {exc}") from None
 
 
 # ---------------------------------------------------------------- densities and KL
@@ -173,10 +128,10 @@ class MeanFieldBNN(nn.Module):
     def __init__(
         self,
         net: nn.Module,
-        rho_init: float = -7.0,
-        prior_pi: float = 1.0,
-        prior_sigma1: float = 0.1,
-        prior_sigma2: float = 0.4,
+        rho_init: float,
+        prior_pi: float,
+        prior_sigma1: float,
+        prior_sigma2: float,
         noise: torch.Generator | None = None,
     ) -> None:
         super().__init__()
@@ -263,41 +218,57 @@ def noise_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gene
     return generator(int(entropy.generate_state(1, dtype=np.uint64)[0]) >> 1, device)
 
 
-def train_bnn(problem: Problem, seed: int, options: dict[str, Any]) -> MeanFieldBNN:
-    """Bayes by backprop from seed `seed`'s initial weights, with `fit_module`."""
-    recipe = training_recipe(problem.recipe, options["recipe"])
+def variational_model(problem: Problem, seed: int, settings: Bnn) -> MeanFieldBNN:
+    """q before training: mu at seed `seed`'s initial weights, rho at settings.rho_init."""
     net = build_seeded_model(problem.model_spec, seed).to(problem.device)
-    bnn = MeanFieldBNN(
+    return MeanFieldBNN(
         net,
-        options["rho_init"],
-        options["prior_pi"],
-        options["prior_sigma1"],
-        options["prior_sigma2"],
+        settings.rho_init,
+        settings.prior_pi,
+        settings.prior_sigma1,
+        settings.prior_sigma2,
         noise_generator(seed, problem.device),
     )
+
+
+def train_bnn(problem: Problem, seed: int, settings: Bnn) -> MeanFieldBNN:
+    """Bayes by backprop from seed `seed`'s initial weights, with `fit_module`."""
+    recipe = settings.recipe.apply(problem.recipe)
+    bnn = variational_model(problem, seed, settings)
     n_data = len(problem.train)
 
     def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return model.elbo_loss(x, y, n_data, options["elbo_samples"], options["kl_weight"])
+        return model.elbo_loss(x, y, n_data, settings.elbo_samples, settings.kl_weight)
 
     fit_module(bnn, recipe, problem.train, seed, problem.device, loss_fn)
     return bnn.eval()
 
 
-def sample_mode(
-    problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int
+def fit(problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
+    """Train q for seed `mode.seed` (mode.state is ignored): its means, rhos and the
+    network's buffers."""
+    settings.recipe.apply(problem.recipe)  # fail before training
+    bnn = train_bnn(problem, mode.seed, settings)
+    return {
+        "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
+        "mu": [m.detach().cpu() for m in bnn.mu],
+        "rho": [r.detach().cpu() for r in bnn.rho],
+    }
+
+
+def draw(
+    problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
 ) -> dict[str, torch.Tensor]:
-    """Train q for seed `mode.seed` (mode.state is ignored), then draw `count` samples."""
-    options = check_settings(settings)
-    training_recipe(problem.recipe, options["recipe"])  # fail before training
-    bnn = train_bnn(problem, mode.seed, options)
-    return bnn.sample_states(count, generator(seed))
+    """`count` independent draws from the trained q."""
+    bnn = variational_model(problem, 0, settings)
+    bnn.net.load_state_dict(fitted["net"])
+    with torch.no_grad():
+        for param, value in zip([*bnn.mu, *bnn.rho], [*fitted["mu"], *fitted["rho"]]):
+            param.copy_(value)
+    return bnn.eval().sample_states(count, generator(seed))
 
 
 __all__ = [
-    "DEFAULTS",
-    "check_settings",
-    "training_recipe",
     "log_normal",
     "log_scale_mixture_prior",
     "log_q_from_noise",
@@ -307,6 +278,8 @@ __all__ = [
     "gaussian_nll",
     "MeanFieldBNN",
     "noise_generator",
+    "variational_model",
     "train_bnn",
-    "sample_mode",
+    "fit",
+    "draw",
 ]

@@ -35,23 +35,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from symbnn.methods import settings as checks
-from symbnn.methods.base import Mode, Problem, generator
+from symbnn.methods.base import Fitted, Mode, Problem, generator
+from symbnn.settings import Dropout
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model, check_seed
 
-DEFAULTS: dict[str, Any] = {"rate": 0.2, "layers": 1}
-
 _TRAIN_STREAM = 0x64726F70  # "drop": tags the training-mask stream derived from the mode seed
-
-
-def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS updated with `settings`, checked; raises ValueError naming the bad key."""
-    merged = checks.merged("dropout", DEFAULTS, settings)
-    return {
-        "rate": checks.number("dropout", "rate", merged["rate"], low=0, high=1, high_open=True),
-        "layers": checks.integer("dropout", "layers", merged["layers"], 1),
-    }
 
 
 def dropout_layers(model: nn.Module, layers: int) -> list[tuple[str, nn.Linear]]:
@@ -147,24 +136,28 @@ def sample_trained(
     return fold_masks(model.state_dict(), [f"{name}.weight" for name, _ in targets], masks, rate)
 
 
-def sample_mode(
-    problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int
+def fit(problem: Problem, mode: Mode, settings: Dropout, seed: int, count: int) -> Fitted:
+    """Train seed `mode.seed` with dropout (mode.state is ignored): the trained weights."""
+    dropout_layers(problem.build(), settings.layers)  # validate before training
+    model = train_with_dropout(problem, mode.seed, settings.rate, settings.layers)
+    return {"state": {name: t.detach().cpu() for name, t in model.state_dict().items()}}
+
+
+def draw(
+    problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
 ) -> dict[str, torch.Tensor]:
-    """Train seed `mode.seed` with dropout (mode.state is ignored), then fold `count` masks."""
-    options = check_settings(settings)
-    dropout_layers(problem.build(), options["layers"])  # validate before training
-    model = train_with_dropout(problem, mode.seed, options["rate"], options["layers"])
-    return sample_trained(model, count, options["rate"], options["layers"], seed)
+    """`count` masks folded into the trained weights."""
+    model = problem.build(fitted["state"]).eval()
+    return sample_trained(model, count, settings.rate, settings.layers, seed)
 
 
 __all__ = [
-    "DEFAULTS",
-    "check_settings",
     "dropout_layers",
     "add_training_dropout",
     "train_with_dropout",
     "draw_masks",
     "fold_masks",
     "sample_trained",
-    "sample_mode",
+    "fit",
+    "draw",
 ]

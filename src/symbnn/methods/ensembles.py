@@ -3,20 +3,23 @@ network, so a member is its mode's weights as they are."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from symbnn.methods.base import Mode, Problem
+from symbnn.methods.base import Fitted, Mode, Problem, fitted_samples
+from symbnn.settings import DeepEnsembles
 
 
-def sample_mode(
-    problem: Problem, mode: Mode, count: int, settings: dict[str, Any], seed: int
-) -> dict[str, torch.Tensor]:
-    if settings:
-        raise ValueError(f"de takes no settings, got {', '.join(sorted(settings))}")
+def fit(problem: Problem, mode: Mode, settings: DeepEnsembles, seed: int, count: int) -> Fitted:
     if count != 1:
         raise ValueError(
             f"a Deep Ensemble member is one network; asked for {count} samples of one mode"
         )
-    return {name: tensor.detach().cpu().unsqueeze(0).clone() for name, tensor in mode.state.items()}
+    return {
+        "samples": {name: t.detach().cpu().unsqueeze(0).clone() for name, t in mode.state.items()}
+    }
+
+
+def draw(
+    problem: Problem, fitted: Fitted, count: int, settings: DeepEnsembles, seed: int
+) -> dict[str, torch.Tensor]:
+    return fitted_samples("de", fitted, count)

@@ -29,8 +29,8 @@ by gradient ascent in log lambda (a scalar lambda: laplace-torch's
 Setup of Laurent et al., "A Symmetry-Aware Exploration of Bayesian Neural Network
 Posteriors" (ICLR 2024), appendix B.1: full-GGN Laplace over all weights for the small
 networks (OptuNet), last-layer Kronecker-factored Laplace for ResNet-18, prior precision
-tuned by marginal likelihood; hence DEFAULTS below (use
-``{"subset": "last_layer", "hessian": "kron"}`` for ResNet-18).
+tuned by marginal likelihood; hence the defaults of `symbnn.settings.Laplace` (the full
+configs set ``{subset: last_layer, hessian: kron}`` for ResNet-18).
 
 laplace-torch (Daxberger et al., "Laplace Redux", NeurIPS 2021; `laplace.Laplace`) computes
 the curvature, the marginal likelihood and the samples. This module only chooses the backend,
@@ -64,32 +64,20 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from symbnn.data.core import ImageData
-from symbnn.methods.base import Mode, Problem, generator, last_linear
-from symbnn.methods.settings import choice, merged, number, sample_count
-
-DEFAULTS: dict[str, Any] = {"subset": "all", "hessian": "full", "prior_precision": "marglik"}
-
-SUBSETS = ("all", "last_layer")
-HESSIANS = ("full", "kron", "diag")
+from symbnn.methods.base import (
+    Fitted,
+    Mode,
+    Problem,
+    check_count,
+    fitted_samples,
+    generator,
+    last_linear,
+)
+from symbnn.settings import Laplace
 
 BATCH_SIZE = 256  # images per curvature batch: bounds the memory of Jacobians / activations
 MAX_FULL_PARAMS = 20_000  # a dense GGN over more parameters than this takes > 1.6 GB (float32)
 MARGLIK_STEPS = 100  # Adam steps (lr 0.1) on log lambda, laplace-torch's defaults
-
-
-def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS updated with `settings`, checked; raises ValueError naming the bad key."""
-    cfg = merged("laplace", DEFAULTS, settings)
-    prior = cfg["prior_precision"]
-    if isinstance(prior, str):
-        choice("laplace", "prior_precision", prior, ("marglik",))
-    else:
-        prior = number("laplace", "prior_precision", prior, low=0, low_open=True)
-    return {
-        "subset": choice("laplace", "subset", cfg["subset"], SUBSETS),
-        "hessian": choice("laplace", "hessian", cfg["hessian"], HESSIANS),
-        "prior_precision": prior,
-    }
 
 
 class _Indices(Dataset):
@@ -137,7 +125,7 @@ def sampled_parameters(model: nn.Module, subset: str) -> list[tuple[str, torch.S
         prefix = f"{name}." if name else ""
         # nn.Linear registers weight before bias: the order of layer.parameters()
         return [(prefix + pname, p.shape) for pname, p in layer.named_parameters()]
-    raise ValueError(f"laplace.subset must be one of {', '.join(SUBSETS)}; got {subset!r}")
+    raise ValueError(f"laplace.subset must be all or last_layer; got {subset!r}")
 
 
 def to_states(
@@ -229,9 +217,8 @@ def _fork_devices(device: str | torch.device) -> list:
     return [device] if device.type == "cuda" else []
 
 
-def fit_mode(problem: Problem, mode: Mode, settings: dict[str, Any] | None = None):
+def fit_mode(problem: Problem, mode: Mode, settings: Laplace):
     """(fitted Laplace object, the model at the mode, its CPU state dict) for one mode."""
-    cfg = check_settings(settings)
     with torch.random.fork_rng(devices=_fork_devices(problem.device)):
         model = problem.build(mode.state)
         model.eval()
@@ -239,20 +226,23 @@ def fit_mode(problem: Problem, mode: Mode, settings: dict[str, Any] | None = Non
         la = fit_laplace(
             model,
             image_loader(problem.train),
-            subset=cfg["subset"],
-            hessian=cfg["hessian"],
-            prior_precision=cfg["prior_precision"],
+            subset=settings.subset,
+            hessian=settings.hessian,
+            prior_precision=settings.prior_precision,
         )
     return la, model, state
 
 
-def sample_mode(
-    problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None, seed: int
-) -> dict[str, torch.Tensor]:
+def fit(problem: Problem, mode: Mode, settings: Laplace, seed: int, count: int) -> Fitted:
     """`count` draws from the Laplace approximation at `mode`, as name -> (count, *shape)."""
-    cfg = check_settings(settings)
-    count = sample_count("laplace", count)
-    la, model, state = fit_mode(problem, mode, cfg)
+    count = check_count("laplace", count)
+    la, model, state = fit_mode(problem, mode, settings)
     with torch.random.fork_rng(devices=_fork_devices(problem.device)), torch.no_grad():
         flat = la.sample(int(count), generator=generator(seed, problem.device))
-    return to_states(flat, model, cfg["subset"], state)
+    return {"samples": to_states(flat, model, settings.subset, state)}
+
+
+def draw(
+    problem: Problem, fitted: Fitted, count: int, settings: Laplace, seed: int
+) -> dict[str, torch.Tensor]:
+    return fitted_samples("laplace", fitted, count)

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from symbnn.methods.base import Mode
 from symbnn.store import StoreError, open_store
 
 
-def converged_rows(pool_path: str | os.PathLike) -> np.ndarray:
-    store = open_store(pool_path)
-    if "converged" in store.info_names:
-        return np.flatnonzero(store.info("converged"))
-    return np.arange(store.n_samples)
-
-
-def select_mode(pool_path: str | os.PathLike, index: int) -> Mode:
-    """Mode `index`: the pool's index-th converged network."""
-    rows = converged_rows(pool_path)
-    if index >= len(rows):
+def select_mode(pool_path: str | os.PathLike, converged: list[int], index: int) -> Mode:
+    """Mode `index`: the pool's index-th converged network (`converged`: the converged rows,
+    from `symbnn.posterior.converged_rows`)."""
+    if index >= len(converged):
         raise StoreError(
-            f"{pool_path}: mode {index} asked for, but only {len(rows)} pool networks converged; "
-            "raise methods.pool (or lower methods.modes / n_samples for Deep Ensembles)"
+            f"{pool_path}: mode {index} asked for, but only {len(converged)} pool networks "
+            "converged; raise methods.pool (or lower methods.modes / n_samples for Deep Ensembles)"
         )
     store = open_store(pool_path)
-    row = int(rows[index])
+    row = int(converged[index])
     return Mode(seed=int(store.info("seed", row)), state=store.state_dict(row))

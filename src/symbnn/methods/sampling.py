@@ -1,95 +1,168 @@
-"""One sampling job: a method's samples from one mode of one variant, written as a store.
+"""Sampling: a method fitted at its modes, then its samples drawn from the fits.
 
-The workflow runs one job per (experiment, method, variant, block of modes): one mode per
-block for the methods that train (so the modes of a multi-mode variant run in parallel on a
-cluster), one block for all Deep Ensemble members (they only copy weights); `gather_shards`
-then assembles the blocks into the variant's sample store.
+The workflow runs one fit job per (experiment, method, variant, block of modes): one mode per
+block for the methods that train (so the modes of a multi-mode variant fit in parallel on a
+cluster), one block for all Deep Ensemble members (they only copy weights). One draw job per
+variant then writes the variant's sample store from every block's fits, so a setting used
+only when drawing reruns the draw, not the fits.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import torch
 
+from symbnn.atomic import atomic_write
+from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
-from symbnn.methods.base import Problem, concat_states
+from symbnn.methods.base import Fitted, Problem, concat_states
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import mode_shares, sampler, settings_of
-from symbnn.posterior import load_in_distribution
+from symbnn.methods.registry import mode_shares, module, settings_of
 from symbnn.progress import progress
+from symbnn.settings import Data, Experiment, Methods, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
-from symbnn.train.recipe import Recipe
-
-# Attributes every mode store of one variant shares (checked when they are gathered).
-SAMPLE_ATTRS = ("experiment", "architecture", "recipe", "data", "method", "variant", "settings")
 
 
-def mode_blocks(method: str, variant: str, methods_cfg: dict[str, Any]) -> list[list[int]]:
-    """The mode indices each sampling job handles."""
-    n_modes = len(mode_shares(method, variant, methods_cfg))
+def mode_blocks(method: str, variant: str, methods: Methods) -> list[list[int]]:
+    """The mode indices each fit job handles."""
+    n_modes = len(mode_shares(method, variant, methods))
     return [list(range(n_modes))] if method == "de" else [[k] for k in range(n_modes)]
 
 
-def sample_mode_store(
-    out_path: str | os.PathLike,
-    experiment: str,
-    experiment_cfg: dict[str, Any],
+def problem_for(
+    data: Data,
+    model: dict,
+    recipe: Recipe,
+    data_root: str | os.PathLike,
+    download: bool,
+    device: str,
+) -> Problem:
+    """What a method samples for: the experiment's model, recipe and training data."""
+    train, _ = load_in_distribution(data, data_root, download)
+    return Problem(model, recipe, train, resolve_device(device))
+
+
+@dataclass
+class BlockFits:
+    """The fits of one block of modes: mode indices, their pool seeds, what each fit holds."""
+
+    modes: list[int]
+    mode_seeds: list[int]
+    fits: list[Fitted]
+
+
+def fit_block(
+    problem: Problem,
     method: str,
-    variant: str,
-    block: int | None,
+    settings: Section,
+    modes: list[int],
+    seed: int,
+    shares: list[int] | None,
     pool_path: str | os.PathLike,
-    *,
-    data_root: str | os.PathLike = "data",
-    download: bool = False,
-    device: str = "auto",
-) -> Store:
-    """Draw the samples of block `block`'s modes (their shares of the variant's samples), or
-    of every mode when `block` is None, and write them to `out_path`."""
-    methods_cfg = experiment_cfg["methods"]
-    shares = mode_shares(method, variant, methods_cfg)
-    blocks = mode_blocks(method, variant, methods_cfg)
-    if block is None:
-        blocks, block = [[k for b in blocks for k in b]], 0
-    if not 0 <= block < len(blocks):
-        raise ValueError(
-            f"{method}/{variant} has {len(blocks)} sampling blocks; block {block} does not exist"
-        )
-    train, _ = load_in_distribution(experiment_cfg["data"], data_root, download)
-    problem = Problem(
-        experiment_cfg["model"],
-        Recipe.from_dict(experiment_cfg["recipe"]),
-        train,
-        resolve_device(device),
-    )
-    settings = settings_of(method, methods_cfg)
-    draw = sampler(method)
+    converged: list[int],
+) -> BlockFits:
+    """Fit the method at each mode k of `modes` (the pool's k-th converged network,
+    `converged` listing the converged rows), drawing from seed `seed + k`, so the single-mode
+    variant fits exactly as the multi-mode variant's first mode. `shares` (samples per mode)
+    matters only to methods that draw their samples while fitting."""
+    fit = module(method).fit
+    seeds, fits = [], []
+    for k in progress(modes, desc=f"fit {method}", unit="mode"):
+        mode = select_mode(pool_path, converged, k)
+        fits.append(fit(problem, mode, settings, seed + k, None if shares is None else shares[k]))
+        seeds.append(mode.seed)
+    return BlockFits(list(modes), seeds, fits)
+
+
+def save_fits(fits: BlockFits, path: str | os.PathLike) -> None:
+    payload = {"modes": fits.modes, "mode_seeds": fits.mode_seeds, "fits": fits.fits}
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+
+
+def load_fits(path: str | os.PathLike) -> BlockFits:
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    return BlockFits(payload["modes"], payload["mode_seeds"], payload["fits"])
+
+
+def draw_samples(
+    problem: Problem,
+    method: str,
+    settings: Section,
+    blocks: list[BlockFits],
+    shares: list[int],
+    seed: int,
+) -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray]:
+    """Each mode k's share of the samples, drawn from its fit with seed `seed + k`:
+    (stacked state, mode index per row, pool seed per row)."""
+    modes = [k for fits in blocks for k in fits.modes]
+    if modes != list(range(len(shares))):
+        raise ValueError(f"{method}: fits cover modes {modes}, expected 0..{len(shares) - 1}")
+    draw = module(method).draw
     parts, mode_index, mode_seed = [], [], []
-    for k in progress(blocks[block], desc=f"sample {method}/{variant}", unit="mode"):
-        mode = select_mode(pool_path, k)
-        # mode k of every variant draws from seed + k: the single-mode variant's samples come
-        # from the same stream as the first mode of the multi-mode one
-        parts.append(draw(problem, mode, shares[k], settings, methods_cfg.get("seed", 0) + k))
-        mode_index += [k] * shares[k]
-        mode_seed += [mode.seed] * shares[k]
-    state = concat_states(parts)
-    count = len(mode_index)
-    attrs = {
+    for fits in blocks:
+        for k, pool_seed, fitted in zip(fits.modes, fits.mode_seeds, fits.fits):
+            parts.append(draw(problem, fitted, shares[k], settings, seed + k))
+            mode_index += [k] * shares[k]
+            mode_seed += [pool_seed] * shares[k]
+    return (
+        concat_states(parts),
+        np.asarray(mode_index, dtype=np.int64),
+        np.asarray(mode_seed, dtype=np.int64),
+    )
+
+
+def write_sample_store(
+    out_path: str | os.PathLike,
+    attrs: dict,
+    state: dict[str, torch.Tensor],
+    mode_index: np.ndarray,
+    mode_seed: np.ndarray,
+) -> Store:
+    """A variant's samples as a sample store (`attrs`: experiment, architecture, recipe,
+    data, method, variant, settings)."""
+    with StoreWriter(out_path, attrs, kind="samples", expected_samples=len(mode_index)) as writer:
+        writer.append(state=state, info={"mode_index": mode_index, "mode_seed": mode_seed})
+    return open_store(out_path)
+
+
+def sample_attrs(
+    experiment: str, problem: Problem, data: Data, method: str, variant: str, settings: Section
+) -> dict:
+    return {
         "experiment": experiment,
-        "architecture": experiment_cfg["model"],
-        "recipe": experiment_cfg["recipe"],
-        "data": experiment_cfg["data"],
+        "architecture": problem.model_spec,
+        "recipe": problem.recipe.to_dict(),
+        "data": data.to_dict(),
         "method": method,
         "variant": variant,
-        "settings": settings,
+        "settings": settings.to_dict(),
     }
-    with StoreWriter(out_path, attrs, kind="samples", expected_samples=count) as writer:
-        writer.append(
-            state=state,
-            info={
-                "mode_index": np.asarray(mode_index, dtype=np.int64),
-                "mode_seed": np.asarray(mode_seed, dtype=np.int64),
-            },
-        )
-    return open_store(out_path)
+
+
+def sample_store(
+    out_path: str | os.PathLike,
+    experiment_name: str,
+    experiment: Experiment,
+    method: str,
+    variant: str,
+    pool_path: str | os.PathLike,
+    converged: list[int],
+    problem: Problem,
+) -> Store:
+    """Fit every block and write the variant's sample store in one go (`symbnn sample`)."""
+    methods = experiment.methods
+    settings = settings_of(method, methods)
+    shares = mode_shares(method, variant, methods)
+    blocks = [
+        fit_block(problem, method, settings, modes, methods.seed, shares, pool_path, converged)
+        for modes in mode_blocks(method, variant, methods)
+    ]
+    state, mode_index, mode_seed = draw_samples(
+        problem, method, settings, blocks, shares, methods.seed
+    )
+    attrs = sample_attrs(experiment_name, problem, experiment.data, method, variant, settings)
+    return write_sample_store(Path(out_path), attrs, state, mode_index, mode_seed)

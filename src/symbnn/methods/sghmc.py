@@ -47,46 +47,19 @@ the buffers current at that step.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from symbnn.methods import settings as checks
-from symbnn.methods.base import Mode, Problem, generator
+from symbnn.methods.base import Fitted, Mode, Problem, check_count, fitted_samples, generator
+from symbnn.settings import Sghmc
 from symbnn.train.loop import seed_batches
 
 NAME = "sghmc"
 
-DEFAULTS: dict[str, Any] = {
-    "lr": 3e-6,
-    "friction": 0.1,
-    "temperature": 1.0,
-    "prior_precision": 1.0,
-    "burn_in_epochs": 2,
-    "thinning_steps": 50,
-}
-
 _DATA_ORDER_TAG = 0x5347  # "SG": separates this method's data-order seeds from others'
-
-
-def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS overridden by `settings`, validated; a bad or unknown key raises ValueError
-    naming it (e.g. "sghmc.lr must be > 0, got -1")."""
-    merged = checks.merged(NAME, DEFAULTS, settings)
-    return {
-        "lr": checks.number(NAME, "lr", merged["lr"], low=0, low_open=True),
-        "friction": checks.number(
-            NAME, "friction", merged["friction"], low=0, high=1, low_open=True
-        ),
-        "temperature": checks.number(NAME, "temperature", merged["temperature"], low=0),
-        "prior_precision": checks.number(NAME, "prior_precision", merged["prior_precision"], low=0),
-        "burn_in_epochs": checks.integer(NAME, "burn_in_epochs", merged["burn_in_epochs"], 0),
-        "thinning_steps": checks.integer(NAME, "thinning_steps", merged["thinning_steps"], 1),
-    }
 
 
 def sghmc_step(
@@ -116,12 +89,23 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
     return int(state >> np.uint64(1))
 
 
-def sample_mode(
-    problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None, seed: int
+def fit(problem: Problem, mode: Mode, settings: Sghmc, seed: int, count: int) -> Fitted:
+    """The chain from `mode`: its `count` samples."""
+    return {"samples": chain(problem, mode, count, settings, seed)}
+
+
+def draw(
+    problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
+) -> dict[str, torch.Tensor]:
+    """The chain's samples, as `fit` drew them."""
+    return fitted_samples(NAME, fitted, count)
+
+
+def chain(
+    problem: Problem, mode: Mode, count: int, cfg: Sghmc, seed: int
 ) -> dict[str, torch.Tensor]:
     """`count` SGHMC samples around `mode` as a stacked CPU state dict name -> (count, *shape)."""
-    cfg = check_settings(settings)
-    count = checks.sample_count(NAME, count)
+    count = check_count(NAME, count)
     device = torch.device(problem.device)
     model = problem.build(mode.state)
     model.train()
@@ -143,15 +127,15 @@ def sample_mode(
         loss = F.cross_entropy(functional_call(model, params, (x,)), y)
         (grad,) = torch.autograd.grad(loss, leaf)
         grad.mul_(n_train)
-        if cfg["prior_precision"] > 0:
-            grad.add_(theta, alpha=cfg["prior_precision"])
+        if cfg.prior_precision > 0:
+            grad.add_(theta, alpha=cfg.prior_precision)
         return grad
 
     def snapshot() -> dict[str, torch.Tensor]:
         if not torch.isfinite(theta).all():
             raise RuntimeError(
                 f"{NAME}: the chain diverged (non-finite weights); lower lr "
-                f"(now {cfg['lr']}) or raise friction (now {cfg['friction']})"
+                f"(now {cfg.lr}) or raise friction (now {cfg.friction})"
             )
         views = dict(zip(names, (t.view(s) for t, s in zip(theta.split(sizes), shapes))))
         return {
@@ -161,8 +145,8 @@ def sample_mode(
 
     recipe = problem.recipe
     steps_per_epoch = math.ceil(n_train / recipe.batch_size)
-    burn_in = cfg["burn_in_epochs"] * steps_per_epoch
-    total = burn_in + count * cfg["thinning_steps"]
+    burn_in = cfg.burn_in_epochs * steps_per_epoch
+    total = burn_in + count * cfg.thinning_steps
     epochs = math.ceil(total / steps_per_epoch)
     batches = seed_batches(
         problem.train,
@@ -175,8 +159,8 @@ def sample_mode(
     samples: list[dict[str, torch.Tensor]] = []
     for step, (_, x, y) in enumerate(batches, start=1):
         grad = potential_grad(x, y)
-        sghmc_step(theta, velocity, grad, cfg["lr"], cfg["friction"], cfg["temperature"], noise_gen)
-        if step > burn_in and (step - burn_in) % cfg["thinning_steps"] == 0:
+        sghmc_step(theta, velocity, grad, cfg.lr, cfg.friction, cfg.temperature, noise_gen)
+        if step > burn_in and (step - burn_in) % cfg.thinning_steps == 0:
             samples.append(snapshot())
             if len(samples) == count:
                 break

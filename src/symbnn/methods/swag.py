@@ -37,7 +37,6 @@ last SGD iterate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -45,37 +44,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from symbnn.methods import settings as checks
-from symbnn.methods.base import Mode, Problem, generator
+from symbnn.methods.base import Fitted, Mode, Problem, check_count, generator
+from symbnn.settings import Swag
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
 from symbnn.train.loop import seed_batches
 
 NAME = "swag"
-
-DEFAULTS: dict[str, Any] = {
-    "epochs": 10,
-    "lr": 0.01,
-    "snapshots": 20,
-    "rank": 20,
-    "scale": 0.1,
-    "bn_update": True,
-}
-
 _DATA_ORDER_TAG = 0x5357  # "SW": separates this method's data-order seeds from others'
-
-
-def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS overridden by `settings`, validated; a bad or unknown key raises ValueError
-    naming it (e.g. "swag.lr must be > 0, got -1")."""
-    merged = checks.merged(NAME, DEFAULTS, settings)
-    return {
-        "epochs": checks.integer(NAME, "epochs", merged["epochs"], 1),
-        "snapshots": checks.integer(NAME, "snapshots", merged["snapshots"], 2),
-        "rank": checks.integer(NAME, "rank", merged["rank"], 1),
-        "lr": checks.number(NAME, "lr", merged["lr"], low=0, low_open=True),
-        "scale": checks.number(NAME, "scale", merged["scale"], low=0, low_open=True),
-        "bn_update": checks.boolean(NAME, "bn_update", merged["bn_update"]),
-    }
 
 
 class SwagMoments:
@@ -134,6 +109,27 @@ class SwagMoments:
             rows = torch.roll(self._dev, -self._next, dims=0)
         return rows.t()
 
+    def to_dict(self) -> dict[str, Any]:
+        """Everything `from_dict` needs to rebuild these moments exactly (CPU tensors)."""
+        return {
+            "n": self.n,
+            "stored": self._stored,
+            "next": self._next,
+            "mean": self._mean.cpu(),
+            "sq_mean": self._sq_mean.cpu(),
+            "deviations": self._dev.cpu(),
+        }
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any], device: torch.device | str = "cpu") -> SwagMoments:
+        deviations = saved["deviations"]
+        moments = cls(saved["mean"].numel(), deviations.shape[0], device, deviations.dtype)
+        moments.n, moments._stored, moments._next = saved["n"], saved["stored"], saved["next"]
+        moments._mean.copy_(saved["mean"])
+        moments._sq_mean.copy_(saved["sq_mean"])
+        moments._dev.copy_(deviations)
+        return moments
+
     def covariance(self, scale: float = 1.0) -> torch.Tensor:
         """The dense (dim, dim) covariance the sampler draws from (for small dim / tests)."""
         cov = torch.diag(self.diag_var) / 2
@@ -168,9 +164,7 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
     return int(state >> np.uint64(1))
 
 
-def fit_swag(
-    problem: Problem, mode: Mode, cfg: dict[str, Any], seed: int
-) -> tuple[nn.Module, SwagMoments]:
+def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Module, SwagMoments]:
     """Continue SGD from `mode` and collect the SWAG moments; returns the model (at the last
     iterate) and the moments of its flattened parameters."""
     device = torch.device(problem.device)
@@ -180,27 +174,27 @@ def fit_swag(
     params = list(model.parameters())
     dim = sum(p.numel() for p in params)
     moments = SwagMoments(
-        dim, min(cfg["rank"], cfg["snapshots"]), device, deviation_dtype=params[0].dtype
+        dim, min(cfg.rank, cfg.snapshots), device, deviation_dtype=params[0].dtype
     )
     optimizer = torch.optim.SGD(
         params,
-        lr=cfg["lr"],
+        lr=cfg.lr,
         momentum=recipe.momentum,
         nesterov=recipe.nesterov,
         weight_decay=recipe.weight_decay,
     )
-    total = cfg["epochs"] * math.ceil(len(problem.train) / recipe.batch_size)
-    if total < cfg["snapshots"]:
+    total = cfg.epochs * math.ceil(len(problem.train) / recipe.batch_size)
+    if total < cfg.snapshots:
         raise ValueError(
-            f"{NAME}.snapshots must be <= the {total} SGD steps of {cfg['epochs']} "
-            f"epochs, got {cfg['snapshots']}"
+            f"{NAME}.snapshots must be <= the {total} SGD steps of {cfg.epochs} "
+            f"epochs, got {cfg.snapshots}"
         )
-    collect_at = {(k * total) // cfg["snapshots"] for k in range(1, cfg["snapshots"] + 1)}
+    collect_at = {(k * total) // cfg.snapshots for k in range(1, cfg.snapshots + 1)}
     batches = seed_batches(
         problem.train,
         recipe.batch_size,
         data_order_seed(mode.seed, seed),
-        cfg["epochs"],
+        cfg.epochs,
         device,
         recipe.augment,
     )
@@ -212,25 +206,33 @@ def fit_swag(
         if step in collect_at:
             moments.collect(torch.cat([p.detach().reshape(-1) for p in params]))
     if not torch.isfinite(moments.mean).all():
-        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {cfg['lr']})")
+        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {cfg.lr})")
     return model, moments
 
 
-def sample_mode(
-    problem: Problem, mode: Mode, count: int, settings: dict[str, Any] | None, seed: int
+def fit(problem: Problem, mode: Mode, settings: Swag, seed: int, count: int) -> Fitted:
+    """The SWAG moments at `mode` and the network at the last SGD iterate (its buffers)."""
+    model, moments = fit_swag(problem, mode, settings, seed)
+    state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
+    return {"state": state, "moments": moments.to_dict()}
+
+
+def draw(
+    problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
 ) -> dict[str, torch.Tensor]:
-    """`count` SWAG samples around `mode` as a stacked CPU state dict name -> (count, *shape)."""
-    cfg = check_settings(settings)
-    count = checks.sample_count(NAME, count)
+    """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""
+    count = check_count(NAME, count)
     device = torch.device(problem.device)
-    model, moments = fit_swag(problem, mode, cfg, seed)
+    model = problem.build(fitted["state"])
+    model.train()  # as SGD left it: a BatchNorm refresh runs in train mode
+    moments = SwagMoments.from_dict(fitted["moments"], device)
     params = list(model.parameters())
     sizes = [p.numel() for p in params]
-    refresh = cfg["bn_update"] and bool(batchnorm_layers(model))
+    refresh = settings.bn_update and bool(batchnorm_layers(model))
     gen = generator(seed, device)
     out: dict[str, list[torch.Tensor]] = {name: [] for name in model.state_dict()}
     for _ in range(count):  # one at a time: a draw and its BatchNorm refresh
-        theta = moments.sample(1, gen, cfg["scale"])[0]
+        theta = moments.sample(1, gen, settings.scale)[0]
         with torch.no_grad():
             for p, chunk in zip(params, theta.split(sizes)):
                 p.copy_(chunk.view_as(p))

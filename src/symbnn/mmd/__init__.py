@@ -1,4 +1,4 @@
-"""Layer-wise MMD between weight samples (SPEC section 5, after MMDAgg, Schrab et al. 2023).
+"""Layer-wise MMD between weight samples (docs/maths.md, section 5, after MMDAgg, Schrab et al. 2023).
 
 Modules, one job each:
     distances   pooled L1 / squared-L2 distance matrices, accumulated over column blocks
@@ -6,7 +6,7 @@ Modules, one job each:
     aggtest     MMDAgg's aggregated permutation test (p-value and decision)
     engine      one layer end to end, from arrays or from distance matrices
     layerwise   two stores, layer by layer, and the parameter-weighted network figure
-    threads     serial numba runs for small problems
+    ensembles   the Deep Ensembles check and a method's samples against the target
 """
 
 from symbnn.mmd.aggtest import AggregatedTest, AggTestConfig, mmdagg_test

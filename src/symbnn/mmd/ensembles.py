@@ -7,34 +7,30 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from symbnn.mmd.engine import MMDInputError
 from symbnn.mmd.layerwise import layerwise_mmd, network_summary
+from symbnn.settings import Mmd
 from symbnn.store import open_store
 
+# library defaults are the settings layer's
+MMD = Mmd()
 
-def split_members(store_path: str | os.PathLike, n_members: int) -> tuple[list[int], list[int]]:
-    """(target rows, member rows): the last ``n_members`` converged networks form the
-    ensemble, every other converged network the target sample; non-converged ones are left out."""
-    rows = converged_rows(store_path)
+
+def split_members(
+    store_path: str | os.PathLike, converged: list[int], n_members: int
+) -> tuple[list[int], list[int]]:
+    """(target rows, member rows): the last ``n_members`` converged networks (`converged`:
+    the converged rows) form the ensemble, every other converged network the target sample;
+    non-converged ones are left out."""
+    rows = list(converged)
     if len(rows) < n_members + 2:
         raise MMDInputError(
             f"{store_path}: {len(rows)} converged networks, too few for a Deep Ensembles check with "
             f"{n_members} members and at least 2 target networks (lower mmd.de_members)"
         )
     return rows[:-n_members], rows[-n_members:]
-
-
-def converged_rows(store_path: str | os.PathLike) -> list[int]:
-    store = open_store(store_path)
-    converged = (
-        store.info("converged")
-        if "converged" in store.info_names
-        else np.ones(store.n_samples, bool)
-    )
-    return np.flatnonzero(converged).tolist()
 
 
 def compare_stores(
@@ -44,8 +40,8 @@ def compare_stores(
     *,
     target_rows: Any = None,
     method_rows: Any = None,
-    pvalue: bool = False,
-    seed: int = 0,
+    pvalue: bool = MMD.pvalue,
+    seed: int = MMD.seed,
     device: str = "auto",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Layer-wise MMD ("MMD" on stored weights, "NS MMD" on canonical ones) between the target
@@ -80,15 +76,16 @@ def compare_stores(
 def deep_ensembles_check(
     target_path: str | os.PathLike,
     canonical_path: str | os.PathLike,
+    converged: list[int],
     n_members: int,
     *,
-    pvalue: bool = False,
-    seed: int = 0,
+    pvalue: bool = MMD.pvalue,
+    seed: int = MMD.seed,
     device: str = "auto",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The MMD of a Deep Ensemble of ``n_members`` target checkpoints against the disjoint
-    rest (see `compare_stores` for the tables)."""
-    target_rows, member_rows = split_members(target_path, n_members)
+    """The MMD of a Deep Ensemble of ``n_members`` converged target checkpoints against the
+    disjoint converged rest (see `compare_stores` for the tables)."""
+    target_rows, member_rows = split_members(target_path, converged, n_members)
     return compare_stores(
         (target_path, canonical_path),
         (target_path, canonical_path),
@@ -104,15 +101,17 @@ def deep_ensembles_check(
 def method_mmd(
     target: tuple[str | os.PathLike, str | os.PathLike],
     samples: tuple[str | os.PathLike, str | os.PathLike],
+    converged: list[int],
     *,
-    pvalue: bool = False,
-    seed: int = 0,
+    pvalue: bool = MMD.pvalue,
+    seed: int = MMD.seed,
     device: str = "auto",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The MMD of a method's samples against the converged target networks; the summary row
-    names the method and variant from the sample store's attributes."""
+    names the method and variant from the sample store's attributes (`converged`: the
+    target's converged rows)."""
     store = open_store(samples[0])
-    rows = converged_rows(target[0])
+    rows = list(converged)
     if len(rows) < 2:
         raise MMDInputError(
             f"{target[0]}: {len(rows)} converged networks; the MMD needs at least 2"

@@ -1,4 +1,4 @@
-"""The twenty kernels of SPEC section 5 and their unbiased MMD^2 estimates.
+"""The twenty kernels of docs/maths.md, section 5 and their unbiased MMD^2 estimates.
 
 Kernels (MMDAgg's "laplace_gaussian" collection): ten Laplace exp(-||x-y||_1 / lambda) on the
 L1 matrix, then ten Gaussian exp(-||x-y||_2^2 / lambda^2) on the squared-L2 matrix, each on a
@@ -7,7 +7,7 @@ laplace_0..laplace_9 (increasing bandwidth), then gaussian_0..gaussian_9.
 
 Kernels are evaluated as k - 1: unbiased MMD^2 does not change when a constant is subtracted
 from the kernel, and the shifted values stay small where wide bandwidths put k near 1 (where
-plain block sums of k lose the signal, FACTS). Sums run in float64: on the CPU one numba pass
+plain block sums of k lose the signal). Sums run in float64: on the CPU one numba pass
 over each distance matrix's upper triangle with a vectorised expm1 of its own (libm's exp is
 a scalar call and was most of the cost at small d); chunked torch ops on packed pairs on the
 GPU.
@@ -31,7 +31,7 @@ KERNEL_NAMES = tuple(f"laplace_{i}" for i in range(N_BANDWIDTHS)) + tuple(
 
 
 def select_bandwidths(cross: torch.Tensor, number: int = N_BANDWIDTHS) -> torch.Tensor:
-    """Geometric grid from lambda_min / 2 to 2 lambda_max (SPEC 5) from X-to-Y distances.
+    """Geometric grid from lambda_min / 2 to 2 lambda_max (docs/maths.md, section 5) from X-to-Y distances.
 
     lambda_min is the smallest distance, or the 5% quantile floored at 0.1 when the smallest
     is under 0.1; lambda_max is the largest distance floored at 0.3. The 5% quantile is the

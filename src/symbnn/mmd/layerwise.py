@@ -7,7 +7,7 @@ left out: they are buffers, not parameters, and several methods do not sample th
 layer (their parameters are concatenated; `default_layers(by_module=True)` pools each
 module's weight and bias).
 
-Network figure (SPEC 5): the mean over layers weighted by each layer's number of parameters;
+Network figure (docs/maths.md, section 5): the mean over layers weighted by each layer's number of parameters;
 "MMD" on stored weights, "NS MMD" when both stores are canonical (attrs kind == "canonical").
 """
 

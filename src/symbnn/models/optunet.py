@@ -1,7 +1,7 @@
-"""OptuNet: the paper's tiny MNIST CNN with a grouped second convolution (SPEC section 4).
+"""OptuNet: the paper's tiny MNIST CNN with a grouped second convolution (docs/maths.md, section 4).
 
 The paper's exact 392-parameter definition is unpublished; this is the close public
-relative SPEC gives (355 parameters with the defaults).
+relative docs/maths.md, section 4, describes (355 parameters with the defaults).
 """
 
 from __future__ import annotations

@@ -18,7 +18,11 @@ from scipy import stats
 
 from symbnn.metrics import mutual_information
 from symbnn.predictions import open_predictions
+from symbnn.settings import Collapse
 from symbnn.store import StoreError
+
+# library defaults are the settings layer's
+COLLAPSE = Collapse()
 
 # Inputs per MI call (pairs x test inputs): a few hundred MB of float64 work at 10 classes.
 PAIR_CHUNK_INPUTS = 2_000_000
@@ -35,7 +39,10 @@ def random_pairs(rows: np.ndarray, n_pairs: int, seed: int) -> np.ndarray:
 
 
 def pairwise_mi(
-    predictions_path: str | os.PathLike, rows: np.ndarray, n_pairs: int = 1000, seed: int = 0
+    predictions_path: str | os.PathLike,
+    rows: np.ndarray,
+    n_pairs: int = COLLAPSE.pairs,
+    seed: int = COLLAPSE.seed,
 ) -> pl.DataFrame:
     """One row per pair: the two networks' store rows and their mean ID and OOD MI (nats)."""
     pred = open_predictions(predictions_path)

@@ -11,6 +11,10 @@ import polars as pl
 from symbnn.methods.registry import LABELS, METHOD_NAMES
 from symbnn.metrics import uncertainty_metrics
 from symbnn.predictions import open_predictions
+from symbnn.settings import Metrics
+
+# library defaults are the settings layer's
+METRICS = Metrics()
 
 # Table 1 columns as the paper prints them: every figure x100 (percentages for Acc, ECE,
 # AUPR and FPR95; Brier, MI in nats and MMD scaled the same way)
@@ -29,7 +33,7 @@ GROUPS = {"single": "one mode", "multi": "multi mode"}
 
 
 def metrics_row(
-    predictions_path: str | os.PathLike, score: str = "msp", bins: int = 15
+    predictions_path: str | os.PathLike, score: str = METRICS.ood_score, bins: int = METRICS.bins
 ) -> pl.DataFrame:
     """One row of raw metrics (fractions and nats) of a method's stored predictions."""
     pred = open_predictions(predictions_path)

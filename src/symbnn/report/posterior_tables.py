@@ -10,20 +10,20 @@ import polars as pl
 from symbnn.store import Store
 
 
-def per_sample_table(store: Store) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            name: store.info(name)
-            for name in ("seed", "converged", "test_accuracy", "train_loss")
-            if name in store.info_names
-        }
-    )
+def per_sample_table(store: Store, convergence: pl.DataFrame) -> pl.DataFrame:
+    """One row per network: seed, converged flag, test accuracy, final training loss."""
+    columns = {"seed": convergence["seed"], "converged": convergence["converged"]}
+    for name in ("test_accuracy", "train_loss"):
+        if name in store.info_names:
+            columns[name] = store.info(name)
+    return pl.DataFrame(columns)
 
 
-def training_summary(store: Store) -> pl.DataFrame:
-    """One row: how many networks converged and the distribution of their test accuracy."""
+def training_summary(store: Store, convergence: pl.DataFrame) -> pl.DataFrame:
+    """One row: how many networks converged (flags and threshold from
+    `symbnn.posterior.convergence_table`) and the distribution of their test accuracy."""
     accuracy = store.info("test_accuracy").astype(np.float64)
-    converged = store.info("converged").astype(bool)
+    converged = convergence["converged"].to_numpy().astype(bool)
     q05, q50, q95 = np.quantile(accuracy, [0.05, 0.5, 0.95])
     return pl.DataFrame(
         {
@@ -31,7 +31,7 @@ def training_summary(store: Store) -> pl.DataFrame:
             "n_samples": [store.n_samples],
             "converged": [int(converged.sum())],
             "not_converged": [int((~converged).sum())],
-            "min_accuracy": [float(store.attrs.get("min_accuracy", float("nan")))],
+            "min_accuracy": [float(convergence["min_accuracy"][0])],
             "acc_mean": [float(accuracy.mean())],
             "acc_std": [float(accuracy.std(ddof=1)) if accuracy.size > 1 else 0.0],
             "acc_min": [float(accuracy.min())],

@@ -1,4 +1,4 @@
-"""Canonical form: remove scaling, permutation and softmax symmetries (SPEC section 2, paper C.2).
+"""Canonical form: remove scaling, permutation and softmax symmetries (docs/maths.md, section 2, paper C.2).
 
 Order: every scale group is normalised (input side first), then every unit group is sorted
 (input side first), then the output bias is shifted. The result computes the same function,
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from symbnn.settings import SymmetryRemoval
 from symbnn.symmetry.operators import (
     apply_permutations,
     apply_scales,
@@ -47,8 +48,12 @@ from symbnn.symmetry.structure import (
 )
 from symbnn.threads import torch_threads_for
 
-SCALE_MODES = ("unitnorm", "unitstd")
-KEYS = ("first", "max")
+# library defaults are the settings layer's
+SYMMETRY = SymmetryRemoval()
+
+
+SCALE_MODES = SymmetryRemoval.choices("scale")
+KEYS = SymmetryRemoval.choices("key")
 
 
 @dataclass
@@ -140,8 +145,8 @@ def canonicalize(
     state: Mapping[str, torch.Tensor],
     sym: Symmetry,
     *,
-    scale: str = "unitnorm",
-    key: str = "max",
+    scale: str = SYMMETRY.scale,
+    key: str = SYMMETRY.key,
     softmax_shift: bool = True,
     softmax_total: float = 1.0,
     on_dead: str = "raise",

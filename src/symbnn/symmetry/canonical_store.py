@@ -16,23 +16,28 @@ import os
 
 import numpy as np
 
+from symbnn.settings import SymmetryRemoval
 from symbnn.store import StoreWriter, open_store
 from symbnn.symmetry.architectures import unit_groups
 from symbnn.symmetry.canonical import canonicalize
 from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
 
+# library defaults are the settings layer's
+SYMMETRY = SymmetryRemoval()
+
 
 def canonicalize_store(
     in_path: str | os.PathLike,
     out_path: str | os.PathLike,
-    scale: str = "unitnorm",
-    key: str = "max",
+    scale: str = SYMMETRY.scale,
+    key: str = SYMMETRY.key,
     softmax_shift: bool = True,
     *,
     on_dead: str = "raise",
     overwrite: bool = False,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> None:
+
     store = open_store(in_path)
     sym = unit_groups(store.architecture)
     options = {

@@ -1,4 +1,4 @@
-"""The minimum scaled network mass problem as data (SPEC section 3, paper 3.6 and C.7).
+"""The minimum scaled network mass problem as data (docs/maths.md, section 3, paper 3.6 and C.7).
 
 The mass is the squared L2 norm of the weights, biases excluded. For a network with
 BatchNorm (ResNet-18) the BatchNorm gammas count as weights and the betas as biases: that is
@@ -13,7 +13,7 @@ Under scales s (one vector per variable scale group) the mass is
 
 with Q the squared weights summed over kernel entries (dense over a grouped conv's blocks).
 A sample is degenerate when a unit has no incoming or no outgoing mass: its scale then runs
-to 0 or infinity and the minimum is not attained (SPEC: strict convexity needs neither).
+to 0 or infinity and the minimum is not attained (docs/maths.md, section 3: strict convexity needs neither).
 
 On the CPU the terms' Q are views into one (n, entries) buffer, and the mass, the balance and
 the degenerate-unit check run as one compiled pass over it: a store of small networks

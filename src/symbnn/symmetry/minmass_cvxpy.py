@@ -1,4 +1,4 @@
-"""Reference min-mass solver: the log-variable convex form in cvxpy (SPEC section 3).
+"""Reference min-mass solver: the log-variable convex form in cvxpy (docs/maths.md, section 3).
 
 With u = log s the mass is sum_k q_k exp(2 (u_out(k) - u_in(k))): a sum of exponentials of
 affine functions, convex. For a batch of small networks the problem is written once with

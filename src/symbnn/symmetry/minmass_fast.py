@@ -1,4 +1,4 @@
-"""Fast min-mass solver: exact block coordinate descent (SPEC section 3), batched over samples.
+"""Fast min-mass solver: exact block coordinate descent (docs/maths.md, section 3), batched over samples.
 
 With every other variable fixed, unit i of variable v contributes s_i^2 A_i + B_i / s_i^2, whose
 exact minimiser is s_i^2 = sqrt(B_i / A_i). Units of one variable never share a term, so a whole
@@ -19,7 +19,7 @@ layer of a 2-layer MLP) always take the exact step.
 
 Stopping is on the balance residual max |log(A_i s_i^2 / (B_i / s_i^2))| (the log-scale
 gradient, relative), not on the change in mass: a mass criterion stops early on deep chains
-with scales still off by 1e-4 (shared/notes/FACTS.md). A sweep whose steps all moved log s^2 by
+with scales still off by 1e-4. A sweep whose steps all moved log s^2 by
 less than tol / 2 is confirmed with the true residual (later updates move earlier units'
 balance) before the sample stops.
 
@@ -46,6 +46,11 @@ from symbnn.symmetry.mass import MassProblem
 from symbnn.threads import numba_threads_for
 
 BACKENDS = ("auto", "numba", "torch")
+
+
+# stop when max |log(incoming / outgoing mass)| is below this, or after this many sweeps
+TOLERANCE = 1e-9
+MAX_SWEEPS = 10_000
 
 
 @dataclass
@@ -86,8 +91,8 @@ DEFAULT_RELAXATION = 1.2
 
 def solve_fast(
     problem: MassProblem,
-    tol: float = 1e-9,
-    max_sweeps: int = 10_000,
+    tol: float = TOLERANCE,
+    max_sweeps: int = MAX_SWEEPS,
     relaxation: float = DEFAULT_RELAXATION,
     backend: str = "auto",
 ) -> FastSolution:

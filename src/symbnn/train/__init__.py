@@ -1,10 +1,11 @@
-"""Training engine: recipes, seeded initialisation and data order, loop and batched trainers.
+"""Training engine: seeded initialisation and data order, loop and batched trainers.
 
-from symbnn.train import OPTUNET_MNIST, train_seeds
-result = train_seeds({"name": "optunet"}, OPTUNET_MNIST, train, test, seeds=range(32))
+from symbnn.settings import Recipe
+from symbnn.train import train_seeds
+recipe = Recipe(epochs=12, batch_size=64, lr=0.04, momentum=0.9)
+result = train_seeds({"name": "optunet"}, recipe, train, test, seeds=range(32))
 """
 
 from symbnn.train.engine import TrainResult, train_seeds
-from symbnn.train.recipe import OPTUNET_MNIST, PRESETS, RESNET18_CIFAR100, Recipe
 
-__all__ = ["Recipe", "PRESETS", "OPTUNET_MNIST", "RESNET18_CIFAR100", "TrainResult", "train_seeds"]
+__all__ = ["TrainResult", "train_seeds"]

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
-from symbnn.data.core import ImageData
+from symbnn.data.core import ImageData, TensorData
 from symbnn.progress import progress as progress_bar
-from symbnn.train import optunet_stacked
+from symbnn.settings import Recipe
+from symbnn.train import mlp_stacked, optunet_stacked
 from symbnn.train.batches import batch_bounds, epoch_orders
-from symbnn.train.recipe import Recipe
+from symbnn.train.losses import per_network_loss
 from symbnn.train.seeding import build_seeded_model, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
@@ -31,15 +31,21 @@ CPU_CHUNK_BYTES = 16 << 20
 
 def stacked_net(
     model: torch.nn.Module,
-    train: ImageData,
+    train: ImageData | TensorData,
     device: torch.device | str,
     augment: bool,
     generic: bool = False,
+    dtype: torch.dtype = torch.float32,
 ):
-    """The fastest stacked formulation for `model`: OptuNet's matmul form when it applies
-    (unless `generic`), vmap otherwise."""
-    if optunet_stacked.supports(model) and not augment and not generic:
-        return optunet_stacked.OptuNetStacked(model, train, device)
+    """The fastest stacked formulation for `model`: the matmul forms of OptuNet and of MLPs
+    when they apply (unless `generic`), vmap otherwise (images only)."""
+    if not generic and not augment:
+        if optunet_stacked.supports(model) and dtype == torch.float32:
+            return optunet_stacked.OptuNetStacked(model, train, device)
+        if mlp_stacked.supports(model):
+            return mlp_stacked.MLPStacked(model, train, device, dtype)
+    if not isinstance(train, ImageData):
+        raise ValueError(f"tabular data trains MLPs with biases only, not {type(model).__name__}")
     return VmapNet(model, train, device, augment=augment)
 
 
@@ -54,28 +60,34 @@ def default_chunk(net, batch_size: int, k: int, device: torch.device | str) -> i
 def train_batched(
     model_spec: dict[str, Any],
     recipe: Recipe,
-    train: ImageData,
+    train: ImageData | TensorData,
     seeds: Sequence[int],
     device: torch.device | str = "cpu",
     progress: bool = False,
     chunk: int | None = None,
     generic: bool = False,
+    loss: str = "cross_entropy",
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.nn.Module]:
-    """Train the seeds together. Returns the stacked parameters (name -> (K, *shape), on
-    `device`), the final-epoch mean losses (K,) and one of the models (the architecture).
-    `chunk` models go through each forward/backward (default: by size on a CPU, all on a
-    GPU); `generic` forces the vmap formulation (for comparisons)."""
+    """Train the seeds together: the one stacked trainer of symbnn (target posteriors,
+    the analyses' many small MLPs, symmetrised VI's SGD runs). Returns the stacked parameters
+    (name -> (K, *shape), on `device`, in `dtype`), the final-epoch mean losses (K,) and one
+    of the models (the architecture). `loss` is one of `symbnn.train.losses.LOSSES`; `chunk`
+    models go through each forward/backward (default: by size on a CPU, all on a GPU);
+    `generic` forces the vmap formulation (for comparisons)."""
     models = [build_seeded_model(model_spec, seed) for seed in seeds]
     template = models[0]
     if any(True for _ in template.buffers()):
         raise ValueError("the batched trainer needs a model without buffers; use the loop trainer")
     params = {
-        name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(device)
+        name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(
+            device, dtype
+        )
         for name, _ in template.named_parameters()
     }
     del models
 
-    net = stacked_net(template, train, device, recipe.augment, generic)
+    net = stacked_net(template, train, device, recipe.augment, generic, dtype)
     k, n = len(seeds), len(train)
     chunk = chunk or default_chunk(net, recipe.batch_size, k, device)
     chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
@@ -83,7 +95,7 @@ def train_batched(
     augment_generators = (
         [seed_generator(seed, "augment") for seed in seeds] if recipe.augment else None
     )
-    labels = train.labels.to(device)
+    targets = train.targets.to(device)
     optimizer = StackedSGD(params, recipe.momentum, recipe.nesterov, recipe.weight_decay)
     grads = {name: torch.empty_like(p) for name, p in params.items()}
     loss_sum = torch.zeros(k, dtype=torch.float64, device=device)  # no host sync per step
@@ -101,14 +113,8 @@ def train_batched(
             for part in chunks:
                 gens = augment_generators[part] if augment_generators else None
                 leaf = {name: p[part].detach().requires_grad_() for name, p in params.items()}
-                logits = net.forward(leaf, net.inputs(idx[part], gens))
-                losses = (
-                    F.cross_entropy(
-                        logits.flatten(0, 1), labels[idx[part]].flatten(), reduction="none"
-                    )
-                    .view(logits.shape[0], -1)
-                    .mean(1)
-                )
+                outputs = net.forward(leaf, net.inputs(idx[part], gens))
+                losses = per_network_loss(outputs, targets[idx[part]], loss)
                 # models are independent: d(sum of losses)/d(model k) = d(loss k)/d(model k)
                 for name, grad in zip(leaf, torch.autograd.grad(losses.sum(), list(leaf.values()))):
                     grads[name][part] = grad

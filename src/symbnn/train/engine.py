@@ -11,10 +11,10 @@ import torch
 
 from symbnn.data.core import ImageData
 from symbnn.progress import progress as progress_bar
+from symbnn.settings import Recipe
 from symbnn.train.batched import train_batched
 from symbnn.train.evaluate import accuracy, unstack
 from symbnn.train.loop import train_one
-from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, check_seed
 
 
@@ -73,7 +73,7 @@ def train_seeds(
     seeds = _check_seeds(seeds)
     if not isinstance(recipe, Recipe):
         raise TypeError(
-            f"recipe must be a Recipe (see Recipe.from_dict), got {type(recipe).__name__}"
+            f"recipe must be a Recipe (symbnn.settings.Recipe), got {type(recipe).__name__}"
         )
     if batched and not has_buffers(model_spec):
         params, losses, template = train_batched(model_spec, recipe, train, seeds, device, progress)

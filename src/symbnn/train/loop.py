@@ -14,8 +14,8 @@ import torch
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
+from symbnn.settings import Recipe
 from symbnn.train.batches import augment_crop_flip, batch_bounds, epoch_orders
-from symbnn.train.recipe import Recipe
 from symbnn.train.seeding import build_seeded_model, seed_generator
 
 

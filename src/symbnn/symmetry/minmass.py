@@ -1,6 +1,6 @@
 """The minimum scaled network mass (min-mass) of networks and of whole weight stores.
 
-``min_mass`` solves SPEC section 3 for one network or a stack of networks, with the fast
+``min_mass`` solves docs/maths.md, section 3 for one network or a stack of networks, with the fast
 solver (exact block coordinate descent, batched, CPU or GPU) or the cvxpy reference. What
 counts as mass and which scales are variables is defined in `symbnn.symmetry.mass`: weights
 of conv/linear layers and BatchNorm gammas, biases and betas excluded; conv outputs feeding
@@ -21,8 +21,10 @@ from typing import Any
 
 import torch
 
+from symbnn.settings import SymmetryRemoval
 from symbnn.symmetry import Symmetry, apply_scales, check_finite, unit_groups
 from symbnn.symmetry.mass import MassProblem, mass_problem
+from symbnn.symmetry.minmass_fast import MAX_SWEEPS, TOLERANCE
 from symbnn.symmetry.operators import as_stack, unstack
 from symbnn.threads import torch_threads_for
 
@@ -69,9 +71,9 @@ def min_mass(
     state: Mapping[str, torch.Tensor],
     sym: Symmetry | dict[str, Any],
     *,
-    solver: str = "fast",
-    tol: float = 1e-9,
-    max_sweeps: int = 10_000,
+    solver: str = SymmetryRemoval().solver,
+    tol: float = TOLERANCE,
+    max_sweeps: int = MAX_SWEEPS,
     device: str | torch.device | None = None,
     on_degenerate: str = "raise",
     return_state: bool = True,
@@ -174,9 +176,9 @@ def _min_mass(
 
 def minmass_table(
     in_path: str | os.PathLike,
-    solver: str = "fast",
+    solver: str = SymmetryRemoval().solver,
     *,
-    tol: float = 1e-9,
+    tol: float = TOLERANCE,
     device: str | None = None,
     on_degenerate: str = "raise",
     block_bytes: int | None = None,

@@ -32,7 +32,7 @@ Estimator of log q_sym(w) (documented choice):
 
 The comparison (`compare`) fits both families on two Gaussian classes in 2-D and reports
 ELBO (total, nats), test accuracy and predictive NLL (S-draw predictive mean) and the
-parameter-weighted layer-wise MMD (`symbnn.mmd.two_sample_mmd`, SPEC 5) between each
+parameter-weighted layer-wise MMD (`symbnn.mmd.two_sample_mmd`, docs/maths.md, section 5) between each
 family's samples and a target posterior of independent SGD runs.
 """
 
@@ -51,64 +51,13 @@ from torch.nn import functional as F
 from symbnn.alignment.interpolation import predictive_accuracy_nll
 from symbnn.analyses import stacked_mlp
 from symbnn.methods.bnn import MeanFieldBNN, log_normal
+from symbnn.settings import SymmetrisedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.symmetry.structure import Symmetry
+from symbnn.train.mlp_stacked import stacked_forward
 from symbnn.train.seeding import build_seeded_model
 
 FAMILIES = ("mean_field", "symmetrised")
-
-DEFAULTS: dict[str, Any] = {
-    "hidden": 4,  # one hidden layer of this width: |G| = hidden!
-    "n_train": 200,
-    "n_test": 1000,
-    "separation": 1.0,  # class means at +-(separation, separation), unit variance
-    "data_seed": 0,
-    "prior_std": 1.0,
-    "rho_init": -3.0,
-    "steps": 600,  # full-batch Adam steps
-    "lr": 0.03,
-    "elbo_samples": 4,  # reparameterised draws per step
-    "eval_samples": 256,  # draws for the ELBO, accuracy and NLL estimates
-    "seeds": [0, 1],  # one fit per family and seed
-    "target_runs": 64,  # independent SGD runs: the target posterior of the MMD
-    "target_epochs": 30,
-    "target_lr": 0.1,
-    "target_batch_size": 10,
-    "mmd_samples": 64,
-    "max_enumerate": 5040,
-    "mc_permutations": 64,
-}
-
-
-def settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    unknown = set(overrides or {}) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(
-            f"symmetrised_vi: unknown setting(s) {sorted(unknown)} (known: {', '.join(DEFAULTS)})"
-        )
-    merged = {**DEFAULTS, **(overrides or {})}
-    for key in (
-        "hidden",
-        "n_train",
-        "n_test",
-        "steps",
-        "elbo_samples",
-        "eval_samples",
-        "target_runs",
-        "target_epochs",
-        "target_batch_size",
-        "mmd_samples",
-        "max_enumerate",
-        "mc_permutations",
-    ):
-        if int(merged[key]) < 1:
-            raise ValueError(f"symmetrised_vi.{key} must be >= 1, got {merged[key]!r}")
-    if merged["mmd_samples"] < 2 or merged["target_runs"] < 2:
-        raise ValueError("symmetrised_vi: the unbiased MMD needs mmd_samples and target_runs >= 2")
-    if not merged["seeds"]:
-        raise ValueError("symmetrised_vi.seeds must list at least one seed")
-    return merged
-
 
 # ---------------------------------------------------------------- the task
 
@@ -125,46 +74,6 @@ def two_gaussians(n: int, seed: int, separation: float = 1.0) -> tuple[torch.Ten
 
 def mlp_spec(hidden: int) -> dict[str, Any]:
     return stacked_mlp.mlp_spec([2, hidden, 2])
-
-
-# ---------------------------------------------------------------- target posterior (SGD runs)
-
-
-def sgd_runs(
-    spec: dict[str, Any],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    seeds: list[int],
-    epochs: int,
-    lr: float,
-    batch_size: int,
-) -> dict[str, torch.Tensor]:
-    """Independent SGD runs (seeded initialisation and data order), trained side by side:
-    the stacked state (K, *shape) of the trained networks."""
-    models = [build_seeded_model(spec, s) for s in seeds]
-    params = {
-        k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_(True)
-        for k in models[0].state_dict()
-    }
-    gens = [torch.Generator().manual_seed(int(s) + 7919) for s in seeds]
-    n = len(x)
-    for _ in range(epochs):
-        orders = torch.stack([torch.randperm(n, generator=g) for g in gens])
-        for start in range(0, n, batch_size):
-            idx = orders[:, start : start + batch_size]
-            logits = stacked_mlp.stacked_forward(params, x[idx])
-            # sum over networks of each one's mean loss: the gradients stay independent
-            loss = (
-                F.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), y[idx].reshape(-1), reduction="sum"
-                )
-                / idx.shape[1]
-            )
-            grads = torch.autograd.grad(loss, list(params.values()))
-            with torch.no_grad():
-                for p, g in zip(params.values(), grads):
-                    p -= lr * g
-    return {k: v.detach() for k, v in params.items()}
 
 
 # ---------------------------------------------------------------- the symmetrised family
@@ -199,8 +108,8 @@ class SymmetrisedMeanField:
         self,
         base: MeanFieldBNN,
         sym: Symmetry,
-        max_enumerate: int = 5040,
-        mc_permutations: int = 64,
+        max_enumerate: int,
+        mc_permutations: int,
         generator: torch.Generator | None = None,
     ) -> None:
         _check_structure(sym)
@@ -274,9 +183,7 @@ def _log_likelihood(
     weights: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
 ) -> torch.Tensor:
     """(count,) sum over data of log p(y | x, w) for each stacked draw."""
-    logits = stacked_mlp.stacked_forward(
-        weights, x.expand(next(iter(weights.values())).shape[0], *x.shape)
-    )
+    logits = stacked_forward(weights, x.expand(next(iter(weights.values())).shape[0], *x.shape))
     return -F.cross_entropy(
         logits.transpose(1, 2), y.expand(logits.shape[0], -1), reduction="none"
     ).sum(1)
@@ -302,27 +209,27 @@ def fit(
     y: torch.Tensor,
     family: str,
     seed: int,
-    options: dict[str, Any],
+    options: SymmetrisedVi,
 ) -> tuple[MeanFieldBNN, SymmetrisedMeanField]:
     """Maximise the family's ELBO (full batch, Adam) from seed's initial weights."""
     if spec.get("name") != "mlp" or spec.get("bias", True) is False:
         raise ValueError(f"the symmetrised-VI comparison runs on MLPs with biases, got {spec}")
     q = MeanFieldBNN(
         build_seeded_model(spec, seed),
-        options["rho_init"],
+        options.rho_init,
         1.0,
-        options["prior_std"],
-        options["prior_std"],
+        options.prior_std,
+        options.prior_std,
     )
     gen = torch.Generator().manual_seed(int(seed) + 104729)
     qsym = SymmetrisedMeanField(
-        q, unit_groups(spec), options["max_enumerate"], options["mc_permutations"], gen
+        q, unit_groups(spec), options.max_enumerate, options.mc_permutations, gen
     )
-    optimiser = torch.optim.Adam(q.parameters(), lr=options["lr"])
-    for _ in range(options["steps"]):
-        w = _draws(q, options["elbo_samples"], gen)
+    optimiser = torch.optim.Adam(q.parameters(), lr=options.lr)
+    for _ in range(options.steps):
+        w = _draws(q, options.elbo_samples, gen)
         loss = -(
-            _log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options["prior_std"])
+            _log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options.prior_std)
         ).mean() / len(x)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
@@ -355,16 +262,14 @@ def evaluate(
     w = _draws(q, samples, gen)
     per_draw = _log_likelihood(w, *train) - kl_terms(q, qsym, family, w, prior_std)
     x, y = test
-    accuracy, nll = predictive_accuracy_nll(
-        stacked_mlp.stacked_forward(w, x.expand(samples, *x.shape)), y
-    )
+    accuracy, nll = predictive_accuracy_nll(stacked_forward(w, x.expand(samples, *x.shape)), y)
     return Evaluation(
         float(per_draw.mean()), float(per_draw.std() / math.sqrt(samples)), accuracy, nll
     )
 
 
 def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tensor]) -> float:
-    """Parameter-weighted mean over state entries of the median of the twenty MMD^2_u (SPEC 5)."""
+    """Parameter-weighted mean over state entries of the median of the twenty MMD^2_u (docs/maths.md, section 5)."""
     from symbnn.mmd import two_sample_mmd
 
     total, weight = 0.0, 0
@@ -377,33 +282,34 @@ def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tens
     return total / weight
 
 
-def compare(overrides: dict[str, Any] | None = None) -> pl.DataFrame:
+def compare(options: SymmetrisedVi) -> pl.DataFrame:
     """One row per (family, seed): ELBO, its standard error, test accuracy, test NLL, MMD to
     the SGD target posterior; plus the group order |G| and whether log q_sym was exact."""
-    options = settings(overrides)
-    spec = mlp_spec(options["hidden"])
-    train = two_gaussians(options["n_train"], options["data_seed"], options["separation"])
-    test = two_gaussians(options["n_test"], options["data_seed"] + 1, options["separation"])
-    target = sgd_runs(
-        spec,
+    spec = mlp_spec(options.hidden)
+    train = two_gaussians(options.n_train, options.data_seed, options.separation)
+    test = two_gaussians(options.n_test, options.data_seed + 1, options.separation)
+    # the target posterior: independent SGD runs, trained side by side
+    target = stacked_mlp.train_stacked(
+        spec["widths"],
         *train,
-        list(range(10_000, 10_000 + options["target_runs"])),
-        options["target_epochs"],
-        options["target_lr"],
-        options["target_batch_size"],
+        range(10_000, 10_000 + options.target_runs),
+        epochs=options.target_epochs,
+        batch_size=options.target_batch_size,
+        lr=options.target_lr,
+        loss="cross_entropy",
     )
     rows = []
-    for seed in options["seeds"]:
+    for seed in options.seeds:
         for family in FAMILIES:
             q, qsym = fit(spec, *train, family, seed, options)
             result = evaluate(
-                q, qsym, family, train, test, options["eval_samples"], options["prior_std"], seed
+                q, qsym, family, train, test, options.eval_samples, options.prior_std, seed
             )
             gen = torch.Generator().manual_seed(int(seed) + 1)
             draws = (
-                q.sample_states(options["mmd_samples"], gen)
+                q.sample_states(options.mmd_samples, gen)
                 if family == "mean_field"
-                else qsym.sample_states(options["mmd_samples"], gen)
+                else qsym.sample_states(options.mmd_samples, gen)
             )
             rows.append(
                 {
@@ -442,22 +348,19 @@ def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, 
     return mean, std
 
 
-def variational_alignment_curves(
-    overrides: dict[str, Any] | None = None,
-    seeds: tuple[int, int] = (0, 1),
-    points: int = 11,
-    samples: int = 32,
-) -> pl.DataFrame:
-    """Two mean-field posteriors of the toy task (seeds), the path between them as fitted
-    ("none") and after aligning B's means and stds to A's ("weight_matching"): the columns
-    of `symbnn.alignment.interpolation.gaussian_curve` plus ``alignment``."""
+def variational_alignment_curves(options: SymmetrisedVi) -> pl.DataFrame:
+    """Two mean-field posteriors of the toy task (the first seed and the next one), the path
+    between them as fitted ("none") and after aligning B's means and stds to A's
+    ("weight_matching"), at `alignment_points` points with `alignment_samples` draws each:
+    the columns of `symbnn.alignment.interpolation.gaussian_curve` plus ``alignment``."""
     from symbnn.alignment import align_gaussian
     from symbnn.alignment.interpolation import gaussian_curve, grid
 
-    options = settings(overrides)
-    spec = mlp_spec(options["hidden"])
-    train = two_gaussians(options["n_train"], options["data_seed"], options["separation"])
-    test = two_gaussians(options["n_test"], options["data_seed"] + 1, options["separation"])
+    seeds = (options.seeds[0], options.seeds[0] + 1)
+    points, samples = options.alignment_points, options.alignment_samples
+    spec = mlp_spec(options.hidden)
+    train = two_gaussians(options.n_train, options.data_seed, options.separation)
+    test = two_gaussians(options.n_test, options.data_seed + 1, options.separation)
     (mean_a, std_a), (mean_b, std_b) = (
         gaussian_state(fit(spec, *train, "mean_field", s, options)[0]) for s in seeds
     )

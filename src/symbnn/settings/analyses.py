@@ -1,0 +1,116 @@
+"""Settings of the paper's further analyses (`analyses:` in config.yaml): each runs with these
+defaults unless set to `false`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from symbnn.settings.base import ConfigError, Section, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class Toy(Section):
+    DOC = "toy posterior of Figure 1 (appendix A): 2-2-1 ReLU perceptrons on two Gaussian classes"
+    n_networks: int = setting(10_000, "networks trained", ge=1)
+    first_seed: int = setting(0, "seed of the first network", ge=0)
+    n_per_class: int = setting(200, "training points per class", ge=1)
+    class_means: tuple[tuple[float, float], tuple[float, float]] = setting(
+        ((-2.0, -2.0), (2.0, 2.0)), "means of the two classes (not legible in the paper)"
+    )
+    data_seed: int = setting(0, "seed of the data draw", ge=0)
+    epochs: int = setting(10, "SGD epochs", ge=1)
+    batch_size: int = setting(10, "points per SGD step", ge=1)
+    lr: float = setting(2.0, "SGD learning rate", gt=0)
+    max_loss: float = setting(0.1, "networks with a larger final training loss are outliers", gt=0)
+    norm: float = setting(3.0, "norm of every hidden neuron's incoming weights after scaling", gt=0)
+    check_inputs: int = setting(256, "random inputs of the function check", ge=1)
+    tolerance: float = setting(
+        1e-5, "largest relative change of the function a transform may make", gt=0
+    )
+
+    def check(self, where: str) -> None:
+        if self.class_means[0] == self.class_means[1]:
+            raise ConfigError(f"{where}.class_means: the two means must differ")
+
+
+@dataclasses.dataclass(frozen=True)
+class PermutationFrequency(Section):
+    DOC = (
+        "Kendall's tau between consecutive sorting permutations during training (section 5.2), "
+        "for every OptuNet/MLP experiment of `run`"
+    )
+    runs: int = setting(4, "training runs", ge=1)
+    first_seed: int = setting(0, "seed of the first run", ge=0)
+    every_k_steps: int = setting(5, "SGD steps between snapshots", ge=1)
+    epochs: int | None = setting(
+        None, "replaces the recipe's epochs (its later milestones are dropped)", ge=1
+    )
+    milestones: tuple[int, ...] | None = setting(
+        None, "replaces the recipe's milestones", ge=1, increasing=True
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Marginals(Section):
+    DOC = "layer-wise marginals and Kolmogorov-Smirnov tests (appendix D.3) on MLPs fitted to a packaged regression set"
+    dataset: Literal["diabetes"] = setting("diabetes", "scikit-learn's regression set")
+    hidden: tuple[int, ...] = setting((16, 16), "hidden widths", ge=2, min_items=1)
+    n_networks: int = setting(256, "networks trained", ge=2)
+    first_seed: int = setting(0, "seed of the first network", ge=0)
+    epochs: int = setting(60, "SGD epochs", ge=1)
+    batch_size: int = setting(32, "points per SGD step", ge=1)
+    lr: float = setting(0.01, "SGD learning rate", gt=0)
+    alpha: float = setting(0.05, "level at which the summary counts rejections", gt=0, lt=1)
+    plot_units: int = setting(4, "units per layer in the figure", ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SymmetrisedVi(Section):
+    DOC = (
+        "symmetrised vs mean-field VI on an MLP 2-H-2 fitted to two Gaussian classes, and two "
+        "mean-field posteriors aligned modulo permutations"
+    )
+    hidden: int = setting(4, "hidden units (|G| = hidden!)", ge=1, le=7)
+    n_train: int = setting(200, "training points", ge=2)
+    n_test: int = setting(1000, "test points", ge=2)
+    separation: float = setting(
+        1.0, "class means at +-(separation, separation), unit variance", ge=0
+    )
+    data_seed: int = setting(0, "seed of the data draw", ge=0)
+    prior_std: float = setting(1.0, "standard deviation of the Gaussian prior", gt=0)
+    rho_init: float = setting(-3.0, "initial rho (sigma = log(1 + exp(rho)))")
+    steps: int = setting(600, "full-batch Adam steps", ge=1)
+    lr: float = setting(0.03, "Adam learning rate", gt=0)
+    elbo_samples: int = setting(4, "reparameterised draws per step", ge=1)
+    eval_samples: int = setting(256, "draws for the ELBO, accuracy and NLL estimates", ge=1)
+    seeds: tuple[int, ...] = setting((0, 1), "one fit per family and seed", ge=0, min_items=1)
+    target_runs: int = setting(64, "independent SGD runs: the target posterior of the MMD", ge=2)
+    target_epochs: int = setting(30, "SGD epochs of the target runs", ge=1)
+    target_lr: float = setting(0.1, "SGD learning rate of the target runs", gt=0)
+    target_batch_size: int = setting(10, "points per SGD step of the target runs", ge=1)
+    mmd_samples: int = setting(64, "draws of each family for the MMD", ge=2)
+    max_enumerate: int = setting(
+        5040, "largest |G| whose elements are enumerated (else Monte Carlo)", ge=1
+    )
+    mc_permutations: int = setting(
+        64, "permutations of the Monte-Carlo estimate of log q_sym", ge=1
+    )
+    alignment_points: int = setting(11, "points on the path between two aligned posteriors", ge=2)
+    alignment_samples: int = setting(32, "common-noise draws per point of that path", ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Analyses(Section):
+    DOC = "the paper's further analyses; `false` skips one, an absent key runs it with the defaults"
+    toy: Toy | Literal[False] = setting(Toy(), "toy posterior (Figure 1)")
+    permutation_frequency: PermutationFrequency | Literal[False] = setting(
+        PermutationFrequency(), "permutation frequency (Figure 4)"
+    )
+    marginals: Marginals | Literal[False] = setting(Marginals(), "layer-wise marginals (Figure 9)")
+    symmetrised_vi: SymmetrisedVi | Literal[False] = setting(
+        SymmetrisedVi(), "symmetrised VI and variational alignment (related work)"
+    )
+
+    def enabled(self, name: str) -> bool:
+        return getattr(self, name) is not False

@@ -1,0 +1,118 @@
+"""Settings of the posterior approximations: the sampling as a whole (`Methods`) and one
+section per method; a method runs when its key is present (``de: {}`` turns it on)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from symbnn.settings.base import ConfigError, Section, setting
+from symbnn.settings.training import recipe_changes
+
+
+@dataclasses.dataclass(frozen=True)
+class Dropout(Section):
+    DOC = "MC Dropout: dropout before the last `layers` linear layers, in training and sampling"
+    rate: float = setting(0.2, "dropout probability", ge=0, lt=1)
+    layers: int = setting(1, "linear layers (from the output) that get dropout", ge=1)
+
+
+BnnRecipe = recipe_changes(
+    "BnnRecipe",
+    "changes to the experiment recipe for training the variational posterior",
+    weight_decay=0.0,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bnn(Section):
+    DOC = "variational BNN by Bayes by backprop (mean-field Gaussian, BLiTZ scale-mixture prior)"
+    kl_weight: float = setting(1.0, "weight of the KL term of the ELBO", ge=0)
+    elbo_samples: int = setting(3, "weight draws per ELBO estimate", ge=1)
+    prior_pi: float = setting(1.0, "mixture weight of the prior's first Gaussian", ge=0, le=1)
+    prior_sigma1: float = setting(0.1, "standard deviation of the prior's first Gaussian", gt=0)
+    prior_sigma2: float = setting(0.4, "standard deviation of the prior's second Gaussian", gt=0)
+    rho_init: float = setting(-7.0, "initial rho (sigma = log(1 + exp(rho)))")
+    recipe: BnnRecipe = setting(BnnRecipe(), "changes to the recipe for the variational training")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sghmc(Section):
+    DOC = "stochastic-gradient Hamiltonian Monte Carlo chains started at the modes"
+    lr: float = setting(3e-6, "step size on the summed (not mean) potential", gt=0)
+    friction: float = setting(0.1, "friction (1 - SGD momentum)", gt=0, le=1)
+    temperature: float = setting(1.0, "temperature of the target density", ge=0)
+    prior_precision: float = setting(1.0, "precision of the Gaussian prior", ge=0)
+    burn_in_epochs: int = setting(2, "epochs run before the first sample", ge=0)
+    thinning_steps: int = setting(50, "steps between samples", ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Swag(Section):
+    DOC = "SWAG: diagonal plus low-rank Gaussian from SGD iterates continued at the modes"
+    epochs: int = setting(10, "SGD epochs of the fit", ge=1)
+    lr: float = setting(0.01, "constant learning rate of the fit", gt=0)
+    snapshots: int = setting(20, "iterates collected", ge=2)
+    rank: int = setting(20, "rank of the low-rank covariance term", ge=1)
+    # used when sampling only: changing them redraws the samples, not the fit
+    scale: float = setting(0.1, "covariance scale when sampling", gt=0)
+    bn_update: bool = setting(True, "recompute BatchNorm statistics for every sample")
+
+    SAMPLING_KEYS = ("scale", "bn_update")
+
+
+@dataclasses.dataclass(frozen=True)
+class Laplace(Section):
+    DOC = "Laplace approximation at the modes (laplace-torch)"
+    subset: Literal["all", "last_layer"] = setting("all", "weights the approximation covers")
+    hessian: Literal["full", "kron", "diag"] = setting(
+        "full", "structure of the Hessian approximation"
+    )
+    prior_precision: Literal["marglik"] | float = setting(
+        "marglik", "prior precision, or marglik to fit it by marginal likelihood", gt=0
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class DeepEnsembles(Section):
+    DOC = "Deep Ensembles: one sample per converged pool network (no settings)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Methods(Section):
+    DOC = (
+        "posterior approximations; each method named here runs single-mode and multi-mode "
+        "(Deep Ensembles: multi-mode only). Modes are the converged networks of a pool trained "
+        "with the target recipe from seeds disjoint from the target's."
+    )
+    n_samples: int = setting(
+        doc="weight samples per method and variant (the paper draws 100)", ge=2
+    )
+    modes: int = setting(doc="modes of the multi-mode variants (the paper uses 10)", ge=2)
+    pool: int = setting(doc="networks trained to find modes and Deep Ensemble members", ge=2)
+    first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0)
+    seed: int = setting(0, "seed of every sampler's random draws", ge=0)
+    predict_batch: int = setting(1000, "test images per forward pass when predicting", ge=1)
+    dropout: Dropout | None = setting(None, "MC Dropout")
+    bnn: Bnn | None = setting(None, "variational BNN")
+    sghmc: Sghmc | None = setting(None, "SGHMC")
+    swag: Swag | None = setting(None, "SWAG")
+    laplace: Laplace | None = setting(None, "Laplace")
+    de: DeepEnsembles | None = setting(None, "Deep Ensembles")
+
+    def check(self, where: str) -> None:
+        if self.modes > self.pool:
+            raise ConfigError(f"{where}.modes: {self.modes} exceeds pool ({self.pool})")
+        if self.n_samples < self.modes:
+            raise ConfigError(
+                f"{where}.n_samples: {self.n_samples} is below modes ({self.modes}): every mode needs a sample"
+            )
+        if self.de is not None and self.n_samples > self.pool:
+            raise ConfigError(
+                f"{where}.n_samples: {self.n_samples} exceeds pool ({self.pool}): Deep Ensembles "
+                "take one pool network per sample"
+            )
+
+    @property
+    def pool_seeds(self) -> range:
+        return range(self.first_seed, self.first_seed + self.pool)

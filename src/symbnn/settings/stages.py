@@ -1,0 +1,65 @@
+"""Settings of the stages that read a trained posterior: symmetry removal and min-mass, the
+layer-wise MMD, the uncertainty metrics, functional collapse and alignment."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from symbnn.settings.base import Section, setting
+
+Split = Literal["train", "test"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SymmetryRemoval(Section):
+    DOC = "symmetry removal (canonical form) and the min-mass problem"
+    scale: Literal["unitnorm", "unitstd"] = setting(
+        "unitnorm", "scale normalisation of the canonical form"
+    )
+    key: Literal["first", "max"] = setting("max", "sorting key of the canonical permutation")
+    solver: Literal["fast", "cvxpy"] = setting(
+        "fast", "min-mass solver (cvxpy is the slow reference)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Mmd(Section):
+    DOC = "layer-wise MMD against the target posterior"
+    de_members: int | None = setting(
+        None,
+        "converged target networks set aside as a Deep Ensemble and compared with the rest "
+        "(none: no such check)",
+        ge=2,
+    )
+    pvalue: bool = setting(False, "run MMDAgg's aggregated permutation test")
+    seed: int = setting(0, "seed of the permutation test", ge=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metrics(Section):
+    DOC = "uncertainty metrics of the methods' predictions"
+    ood_score: Literal["msp", "entropy", "mi"] = setting(
+        "msp", "OOD score, higher = more OOD (msp: 1 - max probability; mi: mutual information)"
+    )
+    bins: int = setting(15, "bins of the expected calibration error", ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Collapse(Section):
+    DOC = "functional collapse: pairwise MI of random pairs of converged target networks"
+    pairs: int = setting(1000, "random distinct pairs of converged networks", ge=1)
+    seed: int = setting(0, "seed of the pair draw", ge=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Alignment(Section):
+    DOC = "two target networks aligned modulo permutations, and the loss barrier between them"
+    points: int = setting(11, "points on the interpolation path, endpoints included", ge=2)
+    splits: tuple[Split, ...] = setting(
+        ("train", "test"), "sets the barrier is measured on", min_items=1, unique=True
+    )
+    bn_batches: int = setting(
+        20, "training batches that re-estimate BatchNorm statistics at every t", ge=1
+    )
+    max_sweeps: int = setting(100, "coordinate-descent sweeps of weight matching at most", ge=1)

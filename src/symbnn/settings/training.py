@@ -1,0 +1,208 @@
+"""What determines a trained network: its data, its architecture, its recipe; and the target
+posterior's seeds and the resources of a training job."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+from symbnn.settings.base import ConfigError, Section, setting, type_hints
+
+TrainDataset = Literal["digits", "mnist", "fashionmnist", "cifar100", "tinyimagenet"]
+OodDataset = Literal["natural_patches", "fashionmnist", "mnist", "svhn", "textures"]
+Schedule = Literal["constant", "multistep", "cosine"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OodOptions(Section):
+    DOC = "options passed to the OOD loader so its images match the in-distribution shape"
+    n: int | None = setting(None, "images (none: the loader's default)", ge=1)
+    size: int | None = setting(None, "side of the square images", ge=8)
+    channels: Literal[1, 3] | None = setting(None, "colour channels")
+    seed: int | None = setting(None, "seed of the loader's random choices", ge=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in super().to_dict().items() if value is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Data(Section):
+    DOC = "the in-distribution and out-of-distribution datasets"
+    train: TrainDataset = setting(
+        doc="in-distribution dataset (train split for training, test split for evaluation)"
+    )
+    ood: OodDataset = setting(doc="out-of-distribution dataset (its test split)")
+    ood_options: OodOptions = setting(OodOptions(), "options of the OOD loader")
+    train_limit: int | None = setting(None, "use only the first N training images", ge=1)
+    test_limit: int | None = setting(None, "use only the first N test images", ge=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        return {k: v for k, v in out.items() if v is not None and v != {}}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSection(Section):
+    """A model spec: ``name`` picks the architecture, the other keys are its constructor's
+    options; an option left out takes the architecture's own default (one place: the model
+    class), so the spec, as stores record it, holds only what was chosen."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in super().to_dict().items() if value is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class OptunetModel(ModelSection):
+    DOC = "OptuNet, the paper's small MNIST CNN with a grouped second convolution"
+    name: Literal["optunet"] = setting(doc="architecture")
+    in_channels: int | None = setting(None, "input channels", ge=1)
+    num_classes: int | None = setting(None, "classes", ge=2)
+    conv1_channels: int | None = setting(None, "channels of the first convolution", ge=1)
+    conv2_channels: int | None = setting(None, "channels of the second (grouped) convolution", ge=1)
+    kernel1: int | None = setting(None, "kernel size of the first convolution", ge=1)
+    kernel2: int | None = setting(None, "kernel size of the second convolution", ge=1)
+    groups: int | None = setting(None, "groups of the second convolution", ge=1)
+    pool: int | None = setting(None, "max-pooling size and stride", ge=1)
+    hidden: int | None = setting(None, "width of the hidden linear layer", ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpModel(ModelSection):
+    DOC = "a ReLU multilayer perceptron (inputs flattened)"
+    name: Literal["mlp"] = setting(doc="architecture")
+    widths: tuple[int, ...] = setting(doc="input, hidden and output widths", ge=1, min_items=2)
+    bias: bool | None = setting(None, "whether the linear layers have biases")
+
+
+@dataclasses.dataclass(frozen=True)
+class Resnet18Model(ModelSection):
+    DOC = "ResNet-18 with a 3x3 stem and no max-pool (32x32 and 64x64 inputs)"
+    name: Literal["resnet18"] = setting(doc="architecture")
+    num_classes: int | None = setting(None, "classes", ge=2)
+    in_channels: int | None = setting(None, "input channels", ge=1)
+
+
+Model = OptunetModel | MlpModel | Resnet18Model
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe(Section):
+    """SGD with the semantics of `torch.optim.SGD` (dampening 0) and a per-epoch schedule:
+
+    - "constant": lr throughout;
+    - "multistep": lr * gamma**(number of milestones <= epoch), like `MultiStepLR`;
+    - "cosine": lr * (1 + cos(pi * epoch / epochs)) / 2, like `CosineAnnealingLR(T_max=epochs)`.
+
+    `augment` applies random crops (zero padding 4) and horizontal flips, the usual CIFAR
+    augmentation; it is meant for ResNet / CIFAR-like data, not for digits.
+    """
+
+    DOC = "training recipe of every network of the target posterior (paper appendix B.1)"
+    epochs: int = setting(doc="passes over the training set", ge=1)
+    batch_size: int = setting(doc="images per SGD step", ge=1)
+    lr: float = setting(doc="learning rate of the first epoch", gt=0)
+    momentum: float = setting(0.0, "SGD momentum", ge=0, lt=1)
+    nesterov: bool = setting(False, "Nesterov momentum")
+    weight_decay: float = setting(0.0, "L2 penalty added to the gradient", ge=0)
+    schedule: Schedule = setting("multistep", "learning-rate schedule")
+    milestones: tuple[int, ...] = setting(
+        (), "epochs at which multistep multiplies lr by gamma", ge=1, increasing=True
+    )
+    gamma: float = setting(0.1, "multistep's factor", gt=0, le=1)
+    augment: bool = setting(False, "random crops (padding 4) and horizontal flips")
+
+    def check(self, where: str) -> None:
+        if self.nesterov and self.momentum == 0:
+            raise ConfigError(f"{where}.nesterov: Nesterov momentum needs momentum > 0")
+        if self.milestones and self.schedule != "multistep":
+            raise ConfigError(
+                f"{where}.milestones: only schedule multistep uses them, not {self.schedule!r}"
+            )
+
+    def lr_at(self, epoch: int) -> float:
+        """Learning rate used throughout epoch `epoch` (0-based)."""
+        if not 0 <= epoch < self.epochs:
+            raise ValueError(f"epoch {epoch} outside 0..{self.epochs - 1}")
+        if self.schedule == "cosine":
+            return self.lr * (1 + math.cos(math.pi * epoch / self.epochs)) / 2
+        if self.schedule == "constant":
+            return self.lr
+        lr = self.lr
+        for milestone in self.milestones:  # repeated products, as MultiStepLR computes them
+            if epoch >= milestone:
+                lr *= self.gamma
+        return lr
+
+
+def recipe_changes(name: str, doc: str, **defaults: Any) -> type[Section]:
+    """A section of optional changes to the experiment's recipe (same keys and bounds as
+    `Recipe`, each defaulting to "as the recipe" unless ``defaults`` says otherwise)."""
+    hints = type_hints(Recipe)
+    specs = []
+    for f in dataclasses.fields(Recipe):
+        default = defaults.get(f.name)
+        field = dataclasses.field(default=default, metadata=f.metadata)
+        specs.append((f.name, hints[f.name] | None, field))
+
+    def apply(self, recipe: Recipe) -> Recipe:
+        """``recipe`` with these changes (checked like any recipe)."""
+        changes = {k: v for k, v in self.to_dict().items() if v is not None}
+        return Recipe.parse({**recipe.to_dict(), **changes}, self.WHERE)
+
+    cls = dataclasses.make_dataclass(
+        name,
+        specs,
+        bases=(Section,),
+        frozen=True,
+        namespace={"DOC": doc, "apply": apply, "WHERE": name},
+    )
+    return cls
+
+
+@dataclasses.dataclass(frozen=True)
+class Posterior(Section):
+    DOC = "the target posterior: N networks trained from seeds first_seed .. first_seed + N - 1"
+    n_samples: int = setting(doc="networks of the target posterior", ge=2)
+    shard_size: int = setting(
+        doc="seeds trained by one job (a batch of networks trained at once)", ge=1
+    )
+    first_seed: int = setting(0, "seed of the first network", ge=0)
+    min_accuracy: float = setting(
+        0.5, "test accuracy under which a network is flagged as not converged", ge=0, le=1
+    )
+
+    def check(self, where: str) -> None:
+        if self.shard_size > self.n_samples:
+            raise ConfigError(
+                f"{where}.shard_size: {self.shard_size} exceeds n_samples ({self.n_samples})"
+            )
+
+    def shard_ids(self) -> list[str]:
+        """Zero-padded shard names: 000, 001, ..."""
+        return [f"{i:03d}" for i in range(-(-self.n_samples // self.shard_size))]
+
+    def shard_seeds(self, shard: str | int) -> list[int]:
+        """The seeds shard ``shard`` trains: a contiguous block, the last one possibly shorter."""
+        index = int(shard)
+        n, size = self.n_samples, self.shard_size
+        if not 0 <= index < -(-n // size):
+            raise ValueError(
+                f"shard {shard!r} is out of range for n_samples={n}, shard_size={size}"
+            )
+        return list(
+            range(self.first_seed + index * size, self.first_seed + min(n, (index + 1) * size))
+        )
+
+    @property
+    def seeds(self) -> range:
+        return range(self.first_seed, self.first_seed + self.n_samples)
+
+
+@dataclasses.dataclass(frozen=True)
+class Compute(Section):
+    DOC = "resources of one training, sampling or prediction job (never a rerun trigger)"
+    gpus: int = setting(0, "GPUs per job (0: CPU only)", ge=0)
+    threads: int = setting(1, "CPU threads per job", ge=1)
+    mem_mb: int = setting(2000, "memory per job in MB", ge=100)
+    runtime_min: int = setting(60, "wall-time limit per job in minutes", ge=1)

@@ -1,0 +1,104 @@
+"""The whole configuration: experiments, which of them a run builds, where results go and the
+environment a run needs (data folder, downloads, device), which never changes a result."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Literal
+
+from symbnn.settings.analyses import Analyses
+from symbnn.settings.base import ConfigError, Section, setting
+from symbnn.settings.methods import Methods
+from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRemoval
+from symbnn.settings.training import Compute, Data, Model, Posterior, Recipe
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+# folders under `results` that are not experiments
+RESERVED_NAMES = ("analyses",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment(Section):
+    DOC = "one posterior study: data, model, recipe, target posterior and what is computed on it"
+    data: Data = setting(doc="datasets")
+    model: Model = setting(doc="the network; `name` picks which, the other keys are its options")
+    recipe: Recipe = setting(doc="training recipe")
+    posterior: Posterior = setting(doc="the target posterior")
+    description: str = setting("", "one line for the report")
+    compute: Compute = setting(Compute(), "resources of training, sampling and prediction jobs")
+    symmetry: SymmetryRemoval = setting(SymmetryRemoval(), "symmetry removal and min-mass")
+    mmd: Mmd = setting(Mmd(), "layer-wise MMD")
+    methods: Methods | None = setting(None, "posterior approximations (none: no method runs)")
+    metrics: Metrics = setting(Metrics(), "uncertainty metrics")
+    collapse: Collapse = setting(Collapse(), "functional collapse")
+    alignment: Alignment = setting(Alignment(), "alignment and loss barriers")
+
+    def check(self, where: str) -> None:
+        members = self.mmd.de_members
+        if members is not None and members > self.posterior.n_samples - 2:
+            raise ConfigError(
+                f"{where}.mmd.de_members: {members} must leave at least 2 of the "
+                f"{self.posterior.n_samples} target networks"
+            )
+        if self.methods is not None:
+            pool, target = self.methods.pool_seeds, self.posterior.seeds
+            if pool.start < target.stop and target.start < pool.stop:
+                raise ConfigError(
+                    f"{where}.methods.first_seed: the pool's seeds {pool.start}..{pool.stop - 1} "
+                    f"overlap the target posterior's {target.start}..{target.stop - 1}"
+                )
+
+
+@dataclasses.dataclass(frozen=True)
+class Slurm(Section):
+    DOC = "partitions the Slurm profile sends CPU and GPU jobs to"
+    cpu_partition: str = setting("cpu", "partition of CPU jobs")
+    gpu_partition: str = setting("gpu", "partition of GPU jobs")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(Section):
+    DOC = "symbnn's workflow configuration: the experiments and which of them a run builds"
+    run: tuple[str, ...] = setting(
+        doc="names of the experiments (keys of `experiments`) this run builds",
+        min_items=1,
+        unique=True,
+    )
+    experiments: dict[str, Experiment] = setting(doc="the experiments symbnn can run, by name")
+    results: str = setting(
+        "results", "folder (relative to the working directory) that receives every output"
+    )
+    # the environment of a run: read by jobs, never a rerun trigger
+    data_root: str = setting(
+        "data", "folder holding the real datasets (downloaded there when `download` is true)"
+    )
+    download: bool = setting(
+        False, "let the real dataset loaders download missing files (needs internet)"
+    )
+    device: Literal["auto", "cpu", "cuda"] = setting(
+        "auto", "where jobs compute; auto picks CUDA when a GPU is visible"
+    )
+    slurm: Slurm = setting(Slurm(), "Slurm partitions")
+    analyses: Analyses = setting(Analyses(), "the paper's further analyses")
+
+    def check(self, where: str) -> None:
+        prefix = f"{where}." if where else ""
+        if not self.experiments:
+            raise ConfigError(f"{prefix}experiments: define at least one experiment")
+        for name in self.experiments:
+            if not NAME_PATTERN.match(name):
+                raise ConfigError(
+                    f"{prefix}experiments.{name}: names use letters, digits and '-' only"
+                )
+            if name in RESERVED_NAMES:
+                raise ConfigError(
+                    f"{prefix}experiments.{name}: the name is taken by the folder {self.results}/{name}; "
+                    "rename the experiment"
+                )
+        for index, name in enumerate(self.run):
+            if name not in self.experiments:
+                raise ConfigError(
+                    f"{prefix}run[{index}]: experiment {name!r} is not defined under experiments "
+                    f"(defined: {', '.join(self.experiments)})"
+                )

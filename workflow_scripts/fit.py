@@ -1,0 +1,42 @@
+"""Rule fit: one block of modes of a method's variant, fitted; the fits saved for drawing.
+Everything that shapes the fit comes from params (the rerun trigger); a sampling-only setting
+the params leave out takes its default, which the fit does not read."""
+
+import torch
+
+from symbnn.jobenv import environment
+from symbnn.methods.registry import settings_class
+from symbnn.methods.sampling import fit_block, problem_for, save_fits
+from symbnn.posterior import converged_rows
+from symbnn.runlog import log_to
+from symbnn.settings import Data, Recipe
+
+torch.set_num_threads(snakemake.threads)
+
+with log_to(snakemake.log[0]):
+    env = environment(snakemake)
+    method, training, fit = (
+        snakemake.wildcards.method,
+        snakemake.params.training,
+        snakemake.params.fit,
+    )
+    problem = problem_for(
+        Data.parse(training["data"], "data"),
+        training["model"],
+        Recipe.parse(training["recipe"], "recipe"),
+        env.data_root,
+        env.download,
+        env.device,
+    )
+    fits = fit_block(
+        problem,
+        method,
+        settings_class(method).parse(fit["settings"], f"methods.{method}"),
+        fit["modes"],
+        fit["seed"],
+        fit.get("shares"),
+        snakemake.input.pool,
+        converged_rows(snakemake.input.converged),
+    )
+    save_fits(fits, snakemake.output.fits)
+    print(f"fitted {method} at modes {fits.modes} (pool seeds {fits.mode_seeds})")
