@@ -1,9 +1,10 @@
 """The symmetry engine: weight-space symmetries as data (tied unit groups), their operators,
-counting, and the canonical form. Min-mass lives in `symbnn.minmass`."""
+counting, the canonical form and the min-mass problem (`symbnn.symmetry.minmass`)."""
 
 from symbnn.symmetry.architectures import unit_groups
 from symbnn.symmetry.canonical import Canonical, canonicalize, check_finite
 from symbnn.symmetry.counting import count_symmetries, total_symmetries
+from symbnn.symmetry.derive import structure_differences, symmetry_of
 from symbnn.symmetry.operators import (
     apply_permutations,
     apply_scales,
@@ -22,6 +23,8 @@ __all__ = [
     "Symmetry",
     "UnitGroup",
     "unit_groups",
+    "symmetry_of",
+    "structure_differences",
     "apply_permutations",
     "apply_scales",
     "check_permutations",

@@ -9,13 +9,19 @@ Conventions (for a stack of n networks):
 * ``perms[group]`` is an int64 tensor (n, width): unit i of the result is unit
   ``perms[group][:, i]`` of the input.
 * ``scales[scale_group]`` is a positive tensor (n, width), indexed like the input's units:
-  unit i's incoming side is multiplied by s_i, its outgoing side divided (SPEC section 1).
+  unit i's incoming side is multiplied by s_i, its outgoing side divided (docs/maths.md, section 1).
+
+Structures that are not plain (axes sliced by concatenations or flattened maps, see
+`symbnn.symmetry.structure`) are applied through their plain view: the state is split into
+whole-axis pieces, moved, and joined back. The other engine steps (canonical form, min-mass,
+weight matching) call `as_stack` with the structure they are given, which refuses such
+structures: they take ``sym.plain.sym`` and ``sym.plain.split(state)``, as `symbnn.api` does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 
@@ -24,10 +30,22 @@ from symbnn.symmetry.structure import ROLE_POWER, Axis, Symmetry, UnitGroup
 State = dict[str, torch.Tensor]
 
 
-def as_stack(state: Mapping[str, torch.Tensor], sym: Symmetry) -> tuple[State, bool]:
-    """(stacked state, was_single): add a sample axis to a single network's state dict."""
+def as_stack(
+    state: Mapping[str, torch.Tensor], sym: Symmetry, names: Iterable[str] | None = None
+) -> tuple[State, bool]:
+    """(stacked state, was_single): add a sample axis to a single network's state dict.
+    Checks the shapes of ``names`` (default: every tensor the structure moves); the operators
+    check the tensors they move, so that a structure of thousands of tensors (a DenseNet's
+    plain view) is not checked in full at every step of the canonical form."""
+    if not sym.is_plain:
+        raise ValueError(
+            f"the {sym.architecture} symmetry structure slices tensors (concatenations or "
+            f"flattened feature maps); this step reads whole axes: run it on the plain view "
+            f"(sym.plain.sym with sym.plain.split(state), then sym.plain.join), or through "
+            f"symbnn.api, which does so"
+        )
     single = None
-    for name in sym.tensors:
+    for name in sym.tensors if names is None else names:
         if name not in state:
             raise ValueError(
                 f"state has no entry {name!r} required by the {sym.architecture} symmetry structure"
@@ -62,6 +80,8 @@ def _along(t: torch.Tensor, axis: int, vector: torch.Tensor) -> torch.Tensor:
 def _permute_axis(t: torch.Tensor, axis: int, perm: torch.Tensor) -> torch.Tensor:
     """Gather the units of ``axis`` of a stacked tensor by a (n, width) permutation, copying
     whole slices (take_along_dim would materialise a full-size index)."""
+    if t.shape[0] == 1:  # one network: the same gather, without indexing a moved (strided) view
+        return t.index_select(axis + 1, perm[0])
     rows = torch.arange(t.shape[0], device=t.device)[:, None]
     return t.movedim(axis + 1, 1)[rows, perm].movedim(1, axis + 1).contiguous()
 
@@ -114,9 +134,14 @@ def apply_permutations(
     check: bool = True,
 ) -> State:
     """Permute the units of each group in ``perms`` (groups left out stay in place)."""
-    out, single = as_stack(state, sym)
+    if not sym.is_plain:
+        view = sym.plain
+        return view.join(apply_permutations(view.split(state), view.sym, perms, check))
+    moved = list({a.tensor: None for g in sym.groups if g.name in perms for a in g.axes})
+    moved = moved or list(sym.tensors[:1])
+    out, single = as_stack(state, sym, moved)
     perms = {
-        k: (v.unsqueeze(0) if single and v.dim() == 1 else v).to(out[sym.tensors[0]].device)
+        k: (v.unsqueeze(0) if single and v.dim() == 1 else v).to(out[moved[0]].device)
         for k, v in perms.items()
     }
     if check:
@@ -129,6 +154,7 @@ def permute_tensors(out: State, sym: Symmetry, perms: Mapping[str, torch.Tensor]
     tensors ``out`` holds (the canonical form permutes single key tensors this way)."""
     out = dict(out)
     grouped: list[tuple[UnitGroup, Axis]] = []
+    plain: dict[str, dict[int, torch.Tensor]] = {}
     for g in sym.groups:
         if g.name not in perms:
             continue
@@ -138,7 +164,19 @@ def permute_tensors(out: State, sym: Symmetry, perms: Mapping[str, torch.Tensor]
             if a.blocks > 1:
                 grouped.append((g, a))  # needs the rows in their final order first
                 continue
-            out[a.tensor] = _permute_axis(out[a.tensor], a.axis, perms[g.name])
+            plain.setdefault(a.tensor, {})[a.axis] = perms[g.name]
+    for name, by_axis in plain.items():
+        t = out[name]
+        if t.shape[0] == 1 and set(by_axis) == {0, 1} and math.prod(t.shape[3:]) >= 8:
+            # One network, rows and columns of a conv (or a flattened map's linear): one
+            # gather of whole (row, column) kernels instead of two passes.
+            rows, cols = t.shape[1], t.shape[2]
+            index = (by_axis[0][0][:, None] * cols + by_axis[1][0][None, :]).reshape(-1)
+            out[name] = t.reshape(rows * cols, -1).index_select(0, index).reshape(t.shape)
+            continue
+        for axis, perm in by_axis.items():
+            t = _permute_axis(t, axis, perm)
+        out[name] = t
     for g, a in grouped:
         # Row o (already permuted) reads the local input channels of its block; with a valid
         # block-preserving permutation the new local index is perm[block(o) * local + c] % local.
@@ -155,11 +193,17 @@ def apply_scales(
     state: Mapping[str, torch.Tensor], sym: Symmetry, scales: Mapping[str, torch.Tensor]
 ) -> State:
     """Scale the units of each scale group in ``scales`` (groups left out keep scale 1)."""
-    out, single = as_stack(state, sym)
-    known = {s.name: s for s in sym.scale_groups}
+    if not sym.is_plain:
+        view = sym.plain
+        return view.join(apply_scales(view.split(state), view.sym, scales))
+    known = sym.scale_index
+    unknown = [name for name in scales if name not in known]
+    if unknown:
+        raise ValueError(f"unknown scale group {unknown[0]!r} (known: {', '.join(known)})")
+    moved = {a.tensor: None for name in scales for a in known[name].axes}
+    out, single = as_stack(state, sym, moved or sym.tensors[:1])
+    pending: dict[str, torch.Tensor] = {}
     for name, s in scales.items():
-        if name not in known:
-            raise ValueError(f"unknown scale group {name!r} (known: {', '.join(known)})")
         if single and s.dim() == 1:
             s = s.unsqueeze(0)
         if not bool((s > 0).all()) or not bool(torch.isfinite(s).all()):
@@ -178,9 +222,15 @@ def apply_scales(
                 factor = _along(t, a.axis, s_t)
             if a.role == "bn_var":
                 # BatchNorm divides by sqrt(var + eps): scale var + eps, not var, to stay exact.
+                if a.tensor in pending:
+                    t = t * pending.pop(a.tensor)
                 out[a.tensor] = factor**2 * (t + a.eps) - a.eps
             else:
-                out[a.tensor] = t * factor ** ROLE_POWER[a.role]
+                # Several axes of one tensor (a conv's rows and columns): one pass over it.
+                f = factor ** ROLE_POWER[a.role]
+                pending[a.tensor] = pending[a.tensor] * f if a.tensor in pending else f
+    for name, f in pending.items():
+        out[name] = out[name] * f
     return unstack(out, single)
 
 
@@ -189,9 +239,13 @@ def shift_softmax(
 ) -> tuple[State, torch.Tensor]:
     """Add one constant to every output bias so that they sum to ``total`` (softmax is
     invariant to it); returns the new state and the (n,) shifts."""
-    out, single = as_stack(state, sym)
+    if not sym.is_plain:
+        view = sym.plain
+        moved, shift = shift_softmax(view.split(state), view.sym, total)
+        return view.join(moved), shift
     if sym.output_bias is None:
         raise ValueError(f"{sym.architecture}: no softmax output bias to shift")
+    out, single = as_stack(state, sym, [sym.output_bias])
     b = out[sym.output_bias]
     shift = (total - b.sum(dim=1)) / b.shape[1]
     out[sym.output_bias] = b + shift[:, None]

@@ -1,4 +1,4 @@
-"""A network's symmetry structure as data: tied unit groups (SPEC section 1).
+"""A network's symmetry structure as data: tied unit groups (docs/maths.md, section 1).
 
 The symmetry operators, the canonical form, the counting and the min-mass solvers never look
 at an architecture; they read one of these descriptions, so a single algorithm serves every
@@ -19,6 +19,13 @@ Vocabulary:
 * A ``coupling`` lists unit groups whose blocks move together: the channels feeding a grouped
   conv and that conv's output channels. Swapping two blocks of one without the other changes
   the function; swapping both is a symmetry.
+* An axis need not belong to one group whole. ``offset`` says the group owns only the slice
+  ``[offset, offset + span)`` of the axis (a concatenation: DenseNet's BatchNorms and convs
+  read many groups side by side) and ``inner`` that each unit owns ``inner`` consecutive
+  entries (a C x H x W map flattened into a Linear: ``inner = H * W``). Such a structure is
+  not *plain*: the operators handle it, while the canonical form, min-mass and weight matching
+  read whole axes and take its plain view (`Symmetry.plain`: the sliced tensors cut into one
+  entry per slice, see `symbnn.symmetry.plain`), as `symbnn.api` does for them.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ class Axis:
     role: str
     blocks: int = 1  # > 1: an "out" axis of a grouped conv, indexed within the row's block
     eps: float = 0.0  # BatchNorm eps, for role "bn_var"
+    offset: int | None = None  # None: the whole axis; else the group's slice starts here
+    inner: int = 1  # consecutive entries per unit (a flattened C x H x W map: H * W)
 
     def __post_init__(self) -> None:
         if self.role not in ROLE_POWER:
@@ -57,6 +66,15 @@ class Axis:
             )
         if self.blocks > 1 and (self.role != "out" or self.axis != 1):
             raise ValueError(f"{self.tensor}: only axis 1 with role 'out' can be block-local")
+        if self.inner < 1 or (self.offset is not None and self.offset < 0):
+            raise ValueError(f"{self.tensor}: bad slice (offset {self.offset}, inner {self.inner})")
+        if self.blocks > 1 and not self.is_plain:
+            raise ValueError(f"{self.tensor}: a block-local axis cannot also be sliced")
+
+    @property
+    def is_plain(self) -> bool:
+        """The group owns the whole axis, one entry per unit."""
+        return self.offset is None and self.inner == 1
 
 
 @dataclass(frozen=True)
@@ -94,9 +112,24 @@ class Symmetry:
     couplings: tuple[tuple[str, ...], ...] = ()
     output_bias: str | None = None  # target of the softmax shift; None: no softmax
     mass_tensors: tuple[str, ...] = ()
+    # (module, reason) for what a derived structure could not prove symmetric (derive.py)
+    limits: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         validate(self)
+
+    @cached_property
+    def is_plain(self) -> bool:
+        """Every axis is a whole tensor axis (no concatenation slices, no flattened maps)."""
+        return all(a.is_plain for g in self.groups for a in g.axes)
+
+    @cached_property
+    def plain(self):
+        """The plain view (`symbnn.symmetry.plain.PlainView`): this structure over a state whose
+        sliced tensors are cut into one entry per slice, with ``split`` and ``join``."""
+        from symbnn.symmetry.plain import PlainView
+
+        return PlainView(self)
 
     def group(self, name: str) -> UnitGroup:
         for g in self.groups:
@@ -107,6 +140,10 @@ class Symmetry:
     @cached_property
     def scale_groups(self) -> tuple[ScaleGroup, ...]:
         return tuple(s for g in self.groups for s in g.scales)
+
+    @cached_property
+    def scale_index(self) -> dict[str, ScaleGroup]:
+        return {s.name: s for s in self.scale_groups}
 
     def unit_group_of(self, scale_name: str) -> UnitGroup:
         for g in self.groups:
@@ -140,7 +177,7 @@ def validate(sym: Symmetry) -> None:
     scale_names = [s.name for s in sym.scale_groups]
     if len(set(scale_names)) != len(scale_names):
         raise ValueError(f"duplicate scale-group names in {scale_names}")
-    claimed: dict[tuple[str, int], str] = {}
+    claimed: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
     for g in sym.groups:
         if g.width < 1 or g.blocks < 1 or g.width % g.blocks:
             raise ValueError(
@@ -149,21 +186,27 @@ def validate(sym: Symmetry) -> None:
         for a in g.axes:
             if a.tensor not in sym.shapes:
                 raise ValueError(f"group {g.name}: unknown tensor {a.tensor}")
+            if not 0 <= a.axis < len(sym.shapes[a.tensor]):
+                raise ValueError(f"group {g.name}: {a.tensor} has no axis {a.axis}")
             size = sym.shapes[a.tensor][a.axis]
-            expected = g.width // a.blocks
-            if size != expected:
+            expected = g.width // a.blocks * a.inner
+            start = 0 if a.offset is None else a.offset
+            if (size != expected) if a.offset is None else (start + expected > size):
                 raise ValueError(
-                    f"group {g.name}: {a.tensor} axis {a.axis} has size {size}, expected {expected}"
+                    f"group {g.name}: {a.tensor} axis {a.axis} has size {size}, expected "
+                    f"{expected if a.offset is None else f'at least {start + expected}'}"
                 )
             if a.blocks > 1 and a.blocks != g.blocks:
                 raise ValueError(
                     f"group {g.name}: {a.tensor} has {a.blocks} blocks, the group {g.blocks}"
                 )
-            if (a.tensor, a.axis) in claimed:
-                raise ValueError(
-                    f"{a.tensor} axis {a.axis} belongs to both {claimed[(a.tensor, a.axis)]} and {g.name}"
-                )
-            claimed[(a.tensor, a.axis)] = g.name
+            spans = claimed.setdefault((a.tensor, a.axis), [])
+            for lo, hi, other in spans:
+                if start < hi and lo < start + expected:
+                    raise ValueError(
+                        f"{a.tensor} axis {a.axis} belongs to both {other} and {g.name}"
+                    )
+            spans.append((start, start + expected, g.name))
         for s in g.scales:
             if not set(s.axes) <= set(g.axes):
                 raise ValueError(f"scale group {s.name}: axes outside unit group {g.name}")
@@ -203,24 +246,24 @@ def _toposort(items: list[str], deps: dict[str, set[str]], what: str) -> list[st
     return order
 
 
-def _column_owner(sym: Symmetry) -> dict[str, tuple[str, str]]:
-    """tensor -> (unit group, scale group or '') owning its 'out' (column) axis."""
-    owner: dict[str, tuple[str, str]] = {}
+def _column_owners(sym: Symmetry) -> dict[str, list[tuple[str, str]]]:
+    """tensor -> [(unit group, scale group or '')] owning (slices of) its 'out' (column) axis."""
+    owners: dict[str, list[tuple[str, str]]] = {}
     for g in sym.groups:
         for a in g.axes:
             if a.role == "out":
                 scale = next((s.name for s in g.scales if a in s.axes), "")
-                owner[a.tensor] = (g.name, scale)
-    return owner
+                owners.setdefault(a.tensor, []).append((g.name, scale))
+    return owners
 
 
 def topological_scale_order(sym: Symmetry) -> list[ScaleGroup]:
     """Scale groups ordered so that each one's incoming rows are final (their columns already
-    scaled) when its norm is taken: the input-side order of SPEC section 2."""
-    owner = _column_owner(sym)
+    scaled) when its norm is taken: the input-side order of docs/maths.md, section 2."""
+    owners = _column_owners(sym)
     groups = {s.name: s for s in sym.scale_groups}
     deps = {
-        n: {owner[a.tensor][1] for a in s.incoming if a.tensor in owner and owner[a.tensor][1]}
+        n: {scale for a in s.incoming for _, scale in owners.get(a.tensor, ()) if scale}
         for n, s in groups.items()
     }
     return [groups[n] for n in _toposort(list(groups), deps, "scale-group")]
@@ -229,12 +272,11 @@ def topological_scale_order(sym: Symmetry) -> list[ScaleGroup]:
 def topological_group_order(sym: Symmetry) -> list[UnitGroup]:
     """Unit groups ordered so that each one's key rows have final columns when it is sorted;
     coupled groups follow the coupling's first (input-side) group."""
-    owner = _column_owner(sym)
+    owners = _column_owners(sym)
     names = [g.name for g in sym.groups]
     deps: dict[str, set[str]] = {n: set() for n in names}
     for g in sym.groups:
-        if g.key.tensor in owner:
-            deps[g.name].add(owner[g.key.tensor][0])
+        deps[g.name].update(group for group, _ in owners.get(g.key.tensor, ()))
         coupling = sym.coupling_of(g.name)
         if coupling and coupling[0] != g.name:
             deps[g.name].add(coupling[0])

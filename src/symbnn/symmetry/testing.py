@@ -26,22 +26,38 @@ def random_state(
         dicts = [build_model(spec).state_dict() for _ in range(n)]
     finally:
         torch.random.set_rng_state(torch_state)
-    state = {}
-    for name, first in dicts[0].items():
-        stacked = torch.stack([d[name] for d in dicts])
-        if not stacked.is_floating_point():
-            state[name] = stacked
-            continue
-        shape = stacked.shape
-        if name.endswith("running_var"):
-            stacked = 0.5 + torch.rand(shape, generator=g, dtype=dtype)
-        elif name.endswith("running_mean") or name.endswith(".bias"):
-            stacked = bias_std * torch.randn(shape, generator=g, dtype=dtype)
-        elif first.dim() == 1:  # BatchNorm gamma: either sign, away from zero
-            sign = torch.where(torch.rand(shape, generator=g) < 0.2, -1.0, 1.0).to(dtype)
-            stacked = sign * (0.5 + torch.rand(shape, generator=g, dtype=dtype))
-        state[name] = stacked.to(dtype)
-    return state
+    return {
+        name: _randomised(
+            name, torch.stack([d[name] for d in dicts]), first.dim(), g, dtype, bias_std
+        )
+        for name, first in dicts[0].items()
+    }
+
+
+def random_module_state(
+    model: torch.nn.Module, seed: int = 0, dtype=torch.float64, bias_std: float = 0.1
+) -> dict[str, torch.Tensor]:
+    """One network's state for any module (`random_state`'s recipe): the module's own
+    conv/linear weights, every bias and BatchNorm tensor drawn at random."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        name: _randomised(name, t.detach().clone(), t.dim(), g, dtype, bias_std)
+        for name, t in model.state_dict().items()
+    }
+
+
+def _randomised(name, t, dim, g, dtype, bias_std) -> torch.Tensor:
+    if not t.is_floating_point():
+        return t
+    shape = t.shape
+    if name.endswith("running_var"):
+        t = 0.5 + torch.rand(shape, generator=g, dtype=dtype)
+    elif name.endswith("running_mean") or name.endswith(".bias"):
+        t = bias_std * torch.randn(shape, generator=g, dtype=dtype)
+    elif dim == 1:  # BatchNorm gamma: either sign, away from zero
+        sign = torch.where(torch.rand(shape, generator=g) < 0.2, -1.0, 1.0).to(dtype)
+        t = sign * (0.5 + torch.rand(shape, generator=g, dtype=dtype))
+    return t.to(dtype)
 
 
 def outputs(
@@ -62,5 +78,5 @@ def outputs(
 
 
 def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| / max |a|, the function-preservation measure of SPEC section 1."""
+    """max |a - b| / max |a|, the function-preservation measure of docs/maths.md, section 1."""
     return float((a - b).abs().max() / a.abs().max().clamp_min(torch.finfo(a.dtype).tiny))
