@@ -56,3 +56,24 @@ def test_nan_probabilities_are_reported(optunet_store, tmp_path, capsys):
     array[1] = block
     assert main(["store", "validate", str(path)]) == 1
     assert "ood[1] holds NaN" in capsys.readouterr().out
+
+
+def test_ood_images_go_through_the_in_distribution_normalisation(optunet_store, tmp_path):
+    """The network was trained on images normalised with the training statistics: the OOD
+    set is normalised the same way, not with its own mean and std."""
+    from symbnn.models import build_model
+    from symbnn.predictions import open_predictions
+
+    store, state = optunet_store("w.zarr", n=1)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6, 1, 28, 28), dtype=torch.uint8, generator=generator)
+    test = ImageData(images, torch.zeros(6, dtype=torch.int64), 10, (0.1,), (0.3,), "test")
+    ood = ImageData(images.flip(-1), torch.zeros(6, dtype=torch.int64), 10, (0.6,), (0.1,), "ood")
+    write_predictions(store.path, tmp_path / "p.zarr", test, ood)
+    model = build_model({"name": "optunet"}).eval()
+    model.load_state_dict({name: t[0] for name, t in state.items()})
+    with torch.no_grad():
+        expected = torch.softmax(model(test.normalize(ood.images)), 1).numpy()
+        own = torch.softmax(model(ood.normalize(ood.images)), 1).numpy()
+    got = open_predictions(tmp_path / "p.zarr").read("ood")[0].astype(np.float64)
+    assert np.allclose(got, expected, atol=2e-3) and not np.allclose(got, own, atol=2e-3)

@@ -36,14 +36,21 @@ CHUNK_BYTES = 8 * 2**20
 
 @torch.no_grad()
 def predict_probabilities(
-    model: torch.nn.Module, data: ImageData, device: str, batch: int = 1000
+    model: torch.nn.Module,
+    data: ImageData,
+    device: str,
+    batch: int = 1000,
+    normalized_like: ImageData | None = None,
 ) -> torch.Tensor:
-    """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches."""
+    """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches.
+    Images are normalised with the statistics of `normalized_like` (default: `data`'s own):
+    an OOD set goes through the in-distribution set's normalisation, as the network saw it."""
     model.eval()
+    normalize = (normalized_like or data).normalize
     out = []
     for start in range(0, len(data), batch):
         images = data.images[start : start + batch].to(device)
-        out.append(torch.softmax(model(data.normalize(images)).float(), dim=1).cpu())
+        out.append(torch.softmax(model(normalize(images)).float(), dim=1).cpu())
     return torch.cat(out)
 
 
@@ -81,7 +88,7 @@ def write_predictions(
         for index in progress(range(s), desc="predict", unit="sample"):
             model.load_state_dict(samples.state_dict(index))
             for name, data in (("test", test), ("ood", ood)):
-                probs = predict_probabilities(model, data, device, batch)
+                probs = predict_probabilities(model, data, device, batch, normalized_like=test)
                 if not torch.isfinite(probs).all():
                     raise StoreError(
                         f"{samples_path}: sample {index} predicts NaN or inf on the {name} set"
