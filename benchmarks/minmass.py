@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from symbnn.store import write_store
-from symbnn.symmetry import unit_groups
+from symbnn.symmetry import apply_scales, random_scales, unit_groups
 from symbnn.symmetry.minmass import min_mass, minmass_table
 from symbnn.symmetry.minmass_fast import DEFAULT_RELAXATION
 from symbnn.symmetry.testing import random_state
@@ -49,9 +49,12 @@ def _cvxpy_child(state, spec, conn):
         start, cpu = time.perf_counter(), time.process_time()
         result = min_mass(state, sym, solver="cvxpy", return_state=False)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        conn.send(("ok", (elapsed, cpu), result.mass_after.numpy(), sorted(set(result.status))))
+        checks = (int(result.solver_converged.sum()), float(result.residual.max()))
+        conn.send(
+            ("ok", (elapsed, cpu), result.mass_after.numpy(), sorted(set(result.status)), checks)
+        )
     except Exception as exc:  # reported in the table, not hidden
-        conn.send(("error", f"{type(exc).__name__}: {exc}"[:120], None, None))
+        conn.send(("error", f"{type(exc).__name__}: {exc}"[:120], None, None, None))
     finally:
         conn.close()
 
@@ -93,12 +96,12 @@ def run_cvxpy(state, spec, timeout: float, mem_gib: float):
         if proc.is_alive():
             proc.kill()
         proc.join()
-        return (None, None), why, None
+        return (None, None), why, None, None
     proc.join()
-    status, elapsed, mass, statuses = reply
+    status, elapsed, mass, statuses, checks = reply
     if status != "ok":
-        return (None, None), f"skipped: {elapsed}", None
-    return elapsed, ",".join(statuses), torch.from_numpy(mass)
+        return (None, None), f"skipped: {elapsed}", None, None
+    return elapsed, ",".join(statuses), torch.from_numpy(mass), checks
 
 
 def time_fast(state, sym, repeats: int, relaxation: float | None):
@@ -144,6 +147,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only", default=None, help="run only the cases whose label contains this text"
     )
+    parser.add_argument(
+        "--rescale",
+        type=float,
+        default=0.0,
+        help="move every network by random scales exp(N(0, RESCALE^2)) first (a symmetry: "
+        "same optimum, squared weights spread over more orders of magnitude; default 0: none)",
+    )
     parser.add_argument("--out", default=None, help="also write the table as CSV here")
     args = parser.parse_args(argv)
     timeout = (
@@ -154,7 +164,8 @@ def main(argv=None) -> int:
         f"# min-mass benchmark: torch {torch.__version__}, {os.cpu_count()} CPUs, "
         f"{torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.2f} at start, "
         f"cvxpy timeout {timeout:.0f} s, fast-solver relaxation "
-        f"{args.relaxation if args.relaxation is not None else DEFAULT_RELAXATION}"
+        f"{args.relaxation if args.relaxation is not None else DEFAULT_RELAXATION}, "
+        f"random rescaling spread {args.rescale}"
     )
     rows = []
     for label, spec, n_full, n_quick in CASES:
@@ -163,8 +174,13 @@ def main(argv=None) -> int:
         n = n_quick if args.quick else n_full
         sym = unit_groups(spec)
         state = random_state(spec, n, seed=0, dtype=torch.float32)
+        if args.rescale:
+            g = torch.Generator().manual_seed(1)
+            state = apply_scales(state, sym, random_scales(sym, n, g, spread=args.rescale))
         fast_s, fast_cpu, fast = time_fast(state, sym, args.repeats, args.relaxation)
-        (cvx_s, cvx_cpu), cvx_status, cvx_mass = run_cvxpy(state, spec, timeout, args.cvxpy_mem_gib)
+        (cvx_s, cvx_cpu), cvx_status, cvx_mass, cvx_checks = run_cvxpy(
+            state, spec, timeout, args.cvxpy_mem_gib
+        )
         agree = (
             float(((fast.mass_after - cvx_mass).abs() / cvx_mass).max())
             if cvx_mass is not None
@@ -177,10 +193,12 @@ def main(argv=None) -> int:
                 "weights_per_network": int(sum(np.prod(sym.shapes[t]) for t in sym.mass_tensors)),
                 "fast_s": fast_s,
                 "fast_sweeps_max": int(fast.iterations.max()),
-                "fast_converged": f"{int(fast.converged.sum())}/{n}",
+                "fast_converged": f"{int(fast.solver_converged.sum())}/{n}",
                 "fast_residual_max": float(fast.residual.max()),
                 "cvxpy_s": cvx_s if cvx_s is not None else float("nan"),
                 "cvxpy_status": cvx_status,
+                "cvxpy_converged": f"{cvx_checks[0]}/{n}" if cvx_checks else "-",
+                "cvxpy_residual_max": cvx_checks[1] if cvx_checks else float("nan"),
                 "speedup": cvx_s / fast_s if cvx_s is not None else float("nan"),
                 "mass_rel_diff": agree,
                 "fast_us_per_net": 1e6 * fast_s / n,
@@ -220,10 +238,12 @@ def main(argv=None) -> int:
             "fast_us_per_net": 1e6 * best / n_store,
             "cvxpy_ms_per_net": float("nan"),
             "fast_sweeps_max": int(table["iterations"].max()),
-            "fast_converged": f"{int(table['converged'].sum())}/{n_store}",
+            "fast_converged": f"{int(table['solver_converged'].sum())}/{n_store}",
             "fast_residual_max": float(table["residual"].max()),
             "cvxpy_s": float("nan"),
             "cvxpy_status": "not run",
+            "cvxpy_converged": "-",
+            "cvxpy_residual_max": float("nan"),
             "speedup": float("nan"),
             "mass_rel_diff": float("nan"),
             "fast_cpu_s": best_cpu,
@@ -246,7 +266,8 @@ def _row(r) -> str:
     return (
         f"{r['case']:<40} n={r['networks']:<5} fast {r['fast_s']:.4f} s (cpu {r['fast_cpu_s']:.4f}, "
         f"{r['fast_us_per_net']:.1f} us/net)  cvxpy {r['cvxpy_s']:.2f} s ({r['cvxpy_ms_per_net']:.2f} ms/net, "
-        f"cpu {r['cvxpy_cpu_s']:.2f}, {r['cvxpy_status']})  "
+        f"cpu {r['cvxpy_cpu_s']:.2f}, {r['cvxpy_status']}, converged {r['cvxpy_converged']}, "
+        f"residual {r['cvxpy_residual_max']:.1e})  "
         f"speedup {r['speedup']:.0f}x (cpu {r['cpu_speedup']:.0f}x)  mass rel diff {r['mass_rel_diff']:.1e}"
     )
 
@@ -258,16 +279,18 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 def _markdown(rows) -> str:
     lines = [
         "| case | networks | fast wall (s) | fast CPU (s) | fast us/network | sweeps | converged | "
-        "cvxpy wall (s) | cvxpy ms/network | cvxpy CPU (s) | cvxpy status | speedup wall | speedup CPU | "
-        "mass rel. diff |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "fast residual | cvxpy wall (s) | cvxpy ms/network | cvxpy CPU (s) | cvxpy status | "
+        "cvxpy converged | cvxpy residual | speedup wall | speedup CPU | mass rel. diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['networks']} | {r['fast_s']:.4f} | {r['fast_cpu_s']:.4f} | "
             f"{r['fast_us_per_net']:.1f} | {r['fast_sweeps_max']} | {r['fast_converged']} | "
+            f"{_fmt(r['fast_residual_max'], '.1e')} | "
             f"{_fmt(r['cvxpy_s'], '.2f')} | {_fmt(r['cvxpy_ms_per_net'], '.2f')} | "
-            f"{_fmt(r['cvxpy_cpu_s'], '.2f')} | {r['cvxpy_status']} | {_fmt(r['speedup'], '.0f', 'x')} | "
+            f"{_fmt(r['cvxpy_cpu_s'], '.2f')} | {r['cvxpy_status']} | {r['cvxpy_converged']} | "
+            f"{_fmt(r['cvxpy_residual_max'], '.1e')} | {_fmt(r['speedup'], '.0f', 'x')} | "
             f"{_fmt(r['cpu_speedup'], '.0f', 'x')} | {_fmt(r['mass_rel_diff'], '.1e')} |"
         )
     return "\n".join(lines)

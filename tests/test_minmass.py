@@ -55,13 +55,13 @@ def solved(name, solver):
 def test_fast_and_cvxpy_agree_and_keep_the_function(name):
     spec, sym, state, x, net = setup(name)
     fast, ref = solved(name, "fast"), solved(name, "cvxpy")
-    assert fast.converged.all() and ref.converged.all(), ref.status
-    assert (fast.residual < 1e-9).all()
+    assert fast.solver_converged.all() and ref.solver_converged.all(), ref.status
+    assert (fast.residual < 1e-9).all() and (ref.residual < 1e-3).all()
     rel = ((fast.mass_after - ref.mass_after) / ref.mass_after).abs().max()
-    assert rel < 1e-6
-    # Both find the same optimum (cvxpy's interior point stops at ~1e-4 in log-scale).
+    assert rel < 1e-8
+    # Both find the same optimum (cvxpy's interior point stops at ~1e-5 in log-scale).
     for k in fast.scales:
-        assert (fast.scales[k].log() - ref.scales[k].log()).abs().max() < 1e-2
+        assert (fast.scales[k].log() - ref.scales[k].log()).abs().max() < 1e-3
     assert (fast.mass_after <= fast.mass_before * (1 + 1e-12)).all()
     assert (fast.mass_after < 0.99 * fast.mass_before).any()  # random nets are far from optimal
     # The mass reported is the mass of the returned network.
@@ -88,11 +88,72 @@ def test_the_optimum_ignores_permutations_and_scales(name):
     torch.testing.assert_close(again.mass_after, base.mass_after, rtol=1e-9, atol=0)
 
 
+RESCALED = {
+    "mlp-784-64-64-10": ({"name": "mlp", "widths": [784, 64, 64, 10]}, 1),
+    "mlp-5-8-6-4-3": ({"name": "mlp", "widths": [5, 8, 6, 4, 3]}, 8),
+    "mlp221": ({"name": "mlp", "widths": [2, 2, 1]}, 8),
+    "optunet": ({"name": "optunet"}, 8),
+}
+
+
+@pytest.mark.parametrize("name", list(RESCALED))
+def test_both_solvers_agree_on_randomly_rescaled_networks(name):
+    # A legitimate random symmetry (scales exp(N(0, 1))) spreads the squared weights over ten
+    # orders of magnitude; as coefficients in front of exp() they left cvxpy at "optimal"
+    # 1e-9..3e-3 above the optimum (residual up to 0.4), and at its iteration limit on the
+    # 784-64-64-10 MLP. With log q in the exponent both solvers agree and both are balanced.
+    spec, n = RESCALED[name]
+    sym = unit_groups(spec)
+    g = torch.Generator().manual_seed(11)
+    state = apply_scales(random_state(spec, n, seed=12), sym, random_scales(sym, n, g))
+    fast = min_mass(state, sym, return_state=False)
+    ref = min_mass(state, sym, solver="cvxpy", return_state=False)
+    assert fast.solver_converged.all() and (fast.residual < 1e-9).all()
+    assert ref.solver_converged.all() and (ref.residual < 1e-3).all(), (ref.residual, ref.status)
+    rel = ((fast.mass_after - ref.mass_after) / fast.mass_after).abs().max()
+    assert rel < 1e-6
+
+
+def test_a_network_clarabel_fails_on_is_solved_on_a_retry():
+    # Sample 96 of this rescaled batch: Clarabel (0.11) stops with a numerical error at its
+    # default step fraction; the reference retries once with shorter steps.
+    spec = {"name": "optunet"}
+    sym = unit_groups(spec)
+    state = random_state(spec, 100, seed=0, dtype=torch.float32)
+    state = apply_scales(state, sym, random_scales(sym, 100, torch.Generator().manual_seed(1)))
+    one = {k: v[96:97] for k, v in state.items()}
+    no_retry = min_mass(one, sym, solver="cvxpy", solver_options={"max_step_fraction": 0.99})
+    ref = min_mass(one, sym, solver="cvxpy")
+    assert ref.status == ["optimal"] and bool(ref.solver_converged[0]), no_retry.status
+    fast = min_mass(one, sym, return_state=False)
+    torch.testing.assert_close(ref.mass_after, fast.mass_after, rtol=1e-8, atol=0)
+
+
+def test_converged_means_a_small_balance_residual():
+    spec, sym, state, x, net = setup("optunet")
+    # The fast solver stopped early: not converged, and the residual says why.
+    early = min_mass(state, sym, max_sweeps=2, return_state=False)
+    assert not early.solver_converged.any() and (early.residual > 1e-9).all()
+    assert (early.iterations == 2).all()
+    # cvxpy's status alone is not enough: "optimal" at a residual above tol is not converged.
+    ref = solved("optunet", "cvxpy")
+    assert set(ref.status) <= {"optimal", "optimal_inaccurate"}
+    strict = min_mass(state, sym, solver="cvxpy", tol=1e-12, return_state=False)
+    assert strict.status == ref.status and not strict.solver_converged.any()
+    torch.testing.assert_close(strict.residual, ref.residual)
+    # ... nor is a stopped solver: no solution, NaN residual.
+    stopped = min_mass(
+        state, sym, solver="cvxpy", solver_options={"max_iter": 2}, return_state=False
+    )
+    assert not stopped.solver_converged.any()
+    assert all(s not in ("optimal",) for s in stopped.status)
+
+
 def test_over_relaxed_sweeps_reach_the_same_optimum():
     spec, sym, state, x, net = setup("optunet")
     relaxed = solved("optunet", "fast")  # default relaxation 1.2
     exact = min_mass(state, sym, solver_options={"relaxation": 1.0})
-    assert exact.converged.all() and relaxed.converged.all()
+    assert exact.solver_converged.all() and relaxed.solver_converged.all()
     torch.testing.assert_close(relaxed.mass_after, exact.mass_after, rtol=1e-12, atol=0)
     assert relaxed.iterations.max() < exact.iterations.max()
     for bad in (2.0, 0.5):
@@ -109,7 +170,7 @@ def test_numba_and_torch_back_ends_agree(name, relaxation):
     problem = mass_problem(state, sym)
     fast = solve_fast(problem, relaxation=relaxation, backend="numba")
     ref = solve_fast(problem, relaxation=relaxation, backend="torch")
-    assert fast.converged.all() and ref.converged.all()
+    assert fast.converged.all() and ref.converged.all()  # FastSolution: residual < tol
     for a, b in zip(fast.s2, ref.s2):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=0)
     assert (fast.iterations - ref.iterations).abs().max() <= 1
@@ -152,7 +213,8 @@ def test_single_network_and_resnet18():
     sym, net = unit_groups(spec), build_model(spec).double().eval()
     state = {k: v[0] for k, v in random_state(spec, 1, seed=4).items()}
     result = min_mass(state, sym)
-    assert result.mass_after.dim() == 0 and bool(result.converged) and float(result.residual) < 1e-9
+    assert result.mass_after.dim() == 0 and bool(result.solver_converged)
+    assert float(result.residual) < 1e-9
     assert 0 < float(result.mass_after) < float(result.mass_before)
     # Mass: conv and linear weights and BatchNorm gammas; no bias, beta or running statistic.
     expected = sum(
@@ -182,7 +244,7 @@ def test_degenerate_and_nan_inputs():
         min_mass(dead, sym)
     flagged = min_mass(dead, sym, on_degenerate="flag")
     assert flagged.degenerate.tolist() == [False, False, True, False]
-    assert torch.isnan(flagged.mass_after[2]) and not flagged.converged[2]
+    assert torch.isnan(flagged.mass_after[2]) and not flagged.solver_converged[2]
     assert all(torch.isnan(v[2]).all() for v in flagged.scales.values())
     assert all(torch.equal(flagged.state[k][2], dead[k][2]) for k in dead)  # left as it was
     keep = torch.tensor([0, 1, 3])
@@ -212,7 +274,8 @@ def test_minmass_table_and_cli(tmp_path):
     )
     table = minmass_table(store.path)
     assert table.height == 5 and table["seed"].to_list() == list(range(10, 15))
-    assert table["converged"].all() and (table["mass_after"] < table["mass_before"]).all()
+    assert "converged" not in table.columns  # the network's training flag is another table's
+    assert table["solver_converged"].all() and (table["mass_after"] < table["mass_before"]).all()
     for column in (
         "iterations",
         "residual",
@@ -262,4 +325,4 @@ def test_store_errors_name_the_store_sample(tmp_path):
     table = minmass_table(store.path, on_degenerate="flag", block_bytes=2 * 1500)
     assert table["degenerate"].to_list() == [False] * 4 + [True]
     assert table["mass_after"].is_nan().to_list() == [False] * 4 + [True]
-    assert cli_main(["minmass", str(store.path), str(tmp_path / "d.csv")]) == 2
+    assert cli_main(["minmass", str(store.path), str(tmp_path / "d.csv")]) != 0

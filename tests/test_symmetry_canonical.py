@@ -1,4 +1,6 @@
-"""Canonical form (docs/maths.md, section 2): same function, invariant to every symmetry, records what it did."""
+"""Canonical form (docs/maths.md, section 2): same function, invariant to every symmetry
+(permutations, scales and the softmax's whole additive group W_L + 1 v^T, b + c 1), records
+what it did."""
 
 import functools
 
@@ -13,9 +15,10 @@ from symbnn.symmetry import (
     apply_permutations,
     apply_scales,
     canonicalize,
+    random_output_shifts,
     random_permutations,
     random_scales,
-    shift_softmax,
+    shift_output,
     unit_groups,
 )
 from symbnn.symmetry.canonical_store import canonicalize_store
@@ -29,11 +32,12 @@ CASES = {
     "optunet": ({"name": "optunet"}, (1, 28, 28), 12),
 }
 OPTIONS = [("unitnorm", "max"), ("unitnorm", "first"), ("unitstd", "max"), ("unitstd", "first")]
+MORE = {"resnet18": ({"name": "resnet18", "num_classes": 10}, (3, 8, 8), 1)}
 
 
 @functools.cache
 def setup(name):
-    spec, shape, n = CASES[name]
+    spec, shape, n = {**CASES, **MORE}[name]
     x = torch.randn(4, *shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     return (
         spec,
@@ -45,15 +49,15 @@ def setup(name):
 
 
 def random_symmetry(sym, state, seed, spread=1.0):
-    """Each of the n networks moved by its own random permutation set and scale set."""
+    """Each of the n networks moved by its own random permutation set, scale set and softmax
+    shift (W_L + 1 v^T, b + c 1)."""
     n = next(iter(state.values())).shape[0]
     g = torch.Generator().manual_seed(seed)
     moved = apply_permutations(state, sym, random_permutations(sym, n, g))
     moved = apply_scales(moved, sym, random_scales(sym, n, g, spread=spread))
-    if sym.output_bias:
-        moved[sym.output_bias] = moved[sym.output_bias] + torch.randn(
-            n, 1, generator=g, dtype=torch.float64
-        )
+    if sym.softmax_dof:
+        bias, weight = random_output_shifts(sym, n, g)
+        moved = shift_output(moved, sym, bias, None if weight is None else 3 * weight)
     return moved
 
 
@@ -82,14 +86,18 @@ def test_recorded_permutations_and_scales_rebuild_the_canonical_state(name):
     spec, sym, state, x, net = setup(name)
     result = canonicalize(state, sym)
     rebuilt = apply_permutations(apply_scales(state, sym, result.scales), sym, result.perms)
-    if sym.output_bias:
-        rebuilt, shift = shift_softmax(rebuilt, sym)
-        torch.testing.assert_close(shift, result.softmax_shift)
-        torch.testing.assert_close(
-            result.state[sym.output_bias].sum(1), torch.ones(len(shift), dtype=torch.float64)
-        )
+    n = len(next(iter(state.values())))
+    if sym.softmax_dof:
+        rebuilt = shift_output(rebuilt, sym, result.softmax_shift, result.softmax_weight_shift)
+        assert result.softmax_shift.shape == (n,)
+        assert result.softmax_weight_shift.shape == (n, sym.shapes[sym.output_weight][1])
+        # The convention: every output-weight column sums to 0, the biases sum to 1.
+        ones = torch.ones(n, dtype=torch.float64)
+        torch.testing.assert_close(result.state[sym.output_bias].sum(1), ones)
+        columns = result.state[sym.output_weight].sum(1)
+        assert float(columns.abs().max()) < 1e-15 * sym.shapes[sym.output_weight][0]
     else:
-        assert result.softmax_shift is None
+        assert result.softmax_shift is None and result.softmax_weight_shift is None
     assert_states_close(result.state, rebuilt, sym.tensors, rtol=1e-14)
     # A single state dict gives the first network's canonical form, without a sample axis.
     single = canonicalize({k: v[0] for k, v in state.items()}, sym)
@@ -103,6 +111,33 @@ def test_recorded_permutations_and_scales_rebuild_the_canonical_state(name):
         )
         keys = rows.max(dim=2).values.reshape(rows.shape[0], g.blocks, g.block_width)
         assert (keys[:, :, :-1] >= keys[:, :, 1:]).all()
+
+
+def probabilities(net, sym, state, x):
+    y = outputs(net, state, x)
+    return y.softmax(-1) if sym.softmax_dof else y
+
+
+@pytest.mark.parametrize("name", [*CASES, *MORE])
+def test_each_step_keeps_the_function_and_the_form_ignores_the_whole_group(name):
+    # A random element of the group (permutations, scales, W_L + 1 v^T, b + c 1) ...
+    spec, sym, state, x, net = setup(name)
+    moved = random_symmetry(sym, state, seed=12)
+    if sym.softmax_dof:
+        assert not torch.allclose(moved[sym.output_weight].sum(1), state[sym.output_weight].sum(1))
+    # ... and each step of its canonical form (scale, sort, softmax) keep the probabilities,
+    result = canonicalize(moved, sym)
+    scaled = apply_scales(moved, sym, result.scales)
+    sorted_ = apply_permutations(scaled, sym, result.perms)
+    steps = [moved, scaled, sorted_]
+    if sym.softmax_dof:
+        steps.append(shift_output(sorted_, sym, result.softmax_shift, result.softmax_weight_shift))
+        assert_states_close(steps[-1], result.state, sym.tensors, rtol=1e-14)
+    y = probabilities(net, sym, state, x)
+    for step in steps:
+        assert relative_difference(y, probabilities(net, sym, step, x)) < 1e-10
+    # ... and the canonical form is the network's own.
+    assert_states_close(canonicalize(state, sym).state, result.state, sym.tensors, rtol=1e-10)
 
 
 def test_resnet18_canonical_form():
@@ -178,6 +213,7 @@ def test_canonicalize_store_and_cli(tmp_path):
     )  # blocks of 3
     out = open_store(tmp_path / "out.zarr")
     assert out.attrs["kind"] == "canonical" and out.attrs["canonical"]["key"] == "first"
+    assert out.attrs["canonical"]["softmax_weight_centred"]
     assert out.n_samples == 7 and out.state_names == src.state_names
     assert out.read("conv2.weight").dtype == np.float32
     assert np.array_equal(out.info("seed"), np.arange(7))
@@ -188,6 +224,8 @@ def test_canonicalize_store_and_cli(tmp_path):
         perm = out.info(f"perm.{g.name}")
         assert perm.dtype == np.int64 and perm.shape == (7, g.width)
     assert out.info("scale.fc1").shape == (7, 3) and out.info("softmax_shift").shape == (7,)
+    assert out.info("softmax_weight_shift").shape == (7, 3)  # fc2's rows: fc1's 3 units
+    np.testing.assert_allclose(out.read("fc2.weight").sum(1), 0, atol=1e-6)
 
     assert (
         cli_main(["canonicalize", str(src.path), str(tmp_path / "cli.zarr"), "--scale", "unitstd"])

@@ -25,7 +25,7 @@ from symbnn.symmetry import (
     unit_groups,
 )
 from symbnn.symmetry.derive import default_input
-from symbnn.symmetry.testing import random_module_state, relative_difference
+from symbnn.symmetry.testing import random_module_state, relative_difference, small_vgg11_bn
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -101,7 +101,7 @@ IMAGE = (3, 32, 32)
 ZOO = {
     "resnet18": (_tv("resnet18"), IMAGE),
     "resnet50": (_tv("resnet50"), IMAGE),
-    "vgg11_bn": (_tv("vgg11_bn"), IMAGE),
+    "vgg11_bn": (small_vgg11_bn, IMAGE),  # classifier narrowed to 64 units: seconds, not 30 s
     "mobilenet_v2": (_tv("mobilenet_v2"), IMAGE),
     "densenet121": (_tv("densenet121"), IMAGE),
     "optunet": (OptuNet, (1, 28, 28)),
@@ -165,13 +165,14 @@ def test_what_the_zoo_structures_contain():
     stream = next(g for g in sym.groups if g.key.tensor == "layer1.0.downsample.0.weight")
     rows = {a.tensor for a in stream.axes if a.role == "in"}
     assert rows == {"layer1.0.downsample.0.weight"} | {f"layer1.{b}.conv3.weight" for b in range(3)}
-    assert sym.limits == () and sym.output_bias == "fc.bias"
+    assert sym.limits == () and sym.output_bias == "fc.bias" and sym.output_weight == "fc.weight"
 
     # VGG: the last conv's channels reach the classifier through a 7 x 7 flatten.
     sym = zoo("vgg11_bn")[1]
     flat = [a for g in sym.groups for a in g.axes if a.tensor == "classifier.0.weight"]
     assert {(a.axis, a.inner) for a in flat} == {(0, 1), (1, 49)}
     assert not sym.is_plain and sym.limits == ()
+    assert (sym.output_weight, sym.output_bias) == ("classifier.6.weight", "classifier.6.bias")
 
     # MobileNetV2: ReLU6 stops scaling (every limit says so); depthwise convolutions couple
     # their input and output channels one block per channel; the linear bottlenecks scale.
@@ -198,6 +199,10 @@ def test_what_the_zoo_structures_contain():
     assert all(a.offset == 64 for a in layer1.axes if a.role == "out")
     assert len(sym.groups) == 1 + 2 * (6 + 12 + 24 + 16) + 3  # stem, 2 per layer, transitions
     assert sym.limits == ()
+    # The classifier reads every group's slice: its plain view cuts the output weight's
+    # columns, so the softmax step runs on the whole weight, in the model's layout.
+    assert sym.output_weight == "classifier.weight" and sym.softmax_dof == 1024 + 1
+    assert sym.plain.sym.output_weight is None and sym.plain.sym.output_bias == "classifier.bias"
 
     # LeakyReLU is positively homogeneous: both hidden layers scale freely.
     sym = zoo("leaky_mlp")[1]
@@ -255,10 +260,17 @@ def test_what_cannot_be_proven_symmetric_is_left_out_and_reported():
     # Averaging in zero padding does not commute with a common shift of the logits.
     x = torch.randn(2, 3, 6, 6)
     for pool, bias in ((nn.AvgPool2d(3, padding=1), None), (nn.AdaptiveAvgPool2d(2), "0.bias")):
-        assert (
-            symmetry_of(nn.Sequential(nn.Conv2d(3, 5, 3), pool, nn.Flatten()), x).output_bias
-            == bias
-        )
+        sym = symmetry_of(nn.Sequential(nn.Conv2d(3, 5, 3), pool, nn.Flatten()), x)
+        # A convolution's W + 1 v^T shifts each position by its own v . h: not followed.
+        assert sym.output_bias == bias and sym.output_weight is None
+
+    # W + 1 v^T of a linear layer: a shift per sample, unless the layer has more axes.
+    sym = symmetry_of(sigmoid_out[:3], torch.randn(2, 4))
+    assert (sym.output_weight, sym.output_bias, sym.softmax_dof) == ("2.weight", "2.bias", 7)
+    sym = symmetry_of(nn.Sequential(nn.Linear(4, 6, bias=False), nn.Dropout()), torch.randn(2, 4))
+    assert (sym.output_weight, sym.output_bias, sym.softmax_dof) == ("0.weight", None, 4)
+    sym = symmetry_of(nn.Sequential(nn.Linear(4, 6)), torch.randn(2, 5, 4))  # logits per token
+    assert (sym.output_weight, sym.output_bias) == (None, "0.bias")
 
     sym = symmetry_of(_Aliased(), torch.randn(2, 4))
     assert sym.groups == () and "shared under several" in sym.limits[0][1]

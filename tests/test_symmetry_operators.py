@@ -9,11 +9,14 @@ from symbnn.models import build_model
 from symbnn.symmetry import (
     apply_permutations,
     apply_scales,
+    centre_softmax,
     check_permutations,
     identity_permutations,
     invert_permutations,
+    random_output_shifts,
     random_permutations,
     random_scales,
+    shift_output,
     shift_softmax,
     unit_groups,
 )
@@ -110,6 +113,44 @@ def test_softmax_shift_preserves_probabilities(case):
     )
     z = outputs(net, shifted, x)
     assert relative_difference(y.log_softmax(-1), z.log_softmax(-1)) < TOL
+
+
+def test_the_softmax_group_preserves_probabilities_and_centring_removes_it(case):
+    # W_L + 1 v^T moves every logit by v . h, b + c 1 by c: the softmax does not see either.
+    net, sym, state, x, y = case
+    n = y.shape[0]
+    if not sym.softmax_dof:
+        assert sym.output_weight is None and sym.output_bias is None
+        with pytest.raises(ValueError, match="no softmax"):
+            centre_softmax(state, sym)
+        return
+    rows = sym.shapes[sym.output_weight][1]
+    assert sym.softmax_dof == rows + 1  # n_{L-1} + 1 dimensions
+    bias, weight = random_output_shifts(sym, n, torch.Generator().manual_seed(6))
+    assert bias.shape == (n,) and weight.shape == (n, rows)
+    moved = shift_output(state, sym, bias, 10 * weight)
+    z = outputs(net, moved, x)
+    assert relative_difference(y.softmax(-1), z.softmax(-1)) < 1e-10
+    assert relative_difference(y, z) > 1e-2  # the logits did move
+    centred, c, v = centre_softmax(moved, sym, total=2.0)
+    assert c.shape == (n,) and v.shape == (n, rows)
+    assert float(centred[sym.output_weight].sum(1).abs().max()) < 1e-13
+    torch.testing.assert_close(centred[sym.output_bias].sum(1), torch.full((n,), 2.0).double())
+    assert relative_difference(y.softmax(-1), outputs(net, centred, x).softmax(-1)) < 1e-10
+    # The recorded shifts rebuild the centred state; the original centres to the same state.
+    rebuilt = shift_output(moved, sym, c, v)
+    again, _, _ = centre_softmax(state, sym, total=2.0)
+    for name in (sym.output_weight, sym.output_bias):
+        torch.testing.assert_close(rebuilt[name], centred[name], rtol=0, atol=1e-14)
+        torch.testing.assert_close(again[name], centred[name], rtol=0, atol=1e-13)
+    # One network: no sample axis in or out.
+    single = {k: t[0] for k, t in moved.items()}
+    one, c1, v1 = centre_softmax(single, sym, total=2.0)
+    assert c1.dim() == 0 and v1.shape == (rows,)
+    assert torch.equal(one[sym.output_weight], centred[sym.output_weight][0])
+    assert torch.equal(
+        shift_output(single, sym, 0.5)[sym.output_bias], single[sym.output_bias] + 0.5
+    )
 
 
 def test_batchnorm_scales_are_exact_over_a_wide_range():

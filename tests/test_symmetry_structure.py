@@ -98,6 +98,34 @@ def test_counts_match_appendix_d4():
     )
 
 
+def test_the_softmax_freedom_is_counted_and_checked():
+    # W_L + 1 v^T and b + c 1: n_{L-1} + 1 dimensions (the paper counts only the bias).
+    for spec, dof in (
+        ({"name": "mlp", "widths": [784, 256, 256, 10]}, 257),
+        ({"name": "mlp", "widths": [7, 6, 5, 3], "bias": False}, 5),
+        ({"name": "mlp", "widths": [2, 2, 1]}, 0),
+        ({"name": "optunet"}, 3 + 1),
+        ({"name": "resnet18", "num_classes": 100}, 512 + 1),
+    ):
+        sym = unit_groups(spec)
+        assert sym.softmax_dof == dof and total_symmetries(sym)["softmax_dof"] == dof
+        assert (sym.output_weight is not None) == (dof > 0)
+        if sym.output_weight:
+            assert sym.output_weight in sym.tensors and sym.output_weight in sym.mass_tensors
+    shapes = {"a.weight": (4, 3), "b.weight": (2, 4), "b.bias": (2,), "c.bias": (3,)}
+    key = Axis("a.weight", 0, "in")
+    group = UnitGroup("a", 4, (key, Axis("b.weight", 1, "out")), (), key)
+    Symmetry({"name": "x"}, (group,), shapes, output_bias="b.bias", output_weight="b.weight")
+    for bad, match in (
+        ({"output_weight": "z.weight"}, "not in the state dict"),
+        ({"output_weight": "b.bias"}, "not a softmax layer"),
+        ({"output_weight": "a.weight"}, "rows belong to group a"),
+        ({"output_weight": "b.weight", "output_bias": "c.bias"}, "disagree"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            Symmetry({"name": "x"}, (group,), shapes, **bad)
+
+
 def test_inconsistent_descriptions_are_rejected():
     shapes = {"a.weight": (4, 3), "b.weight": (2, 4)}
     key = Axis("a.weight", 0, "in")

@@ -15,9 +15,9 @@ entries no symmetry moves (``num_batches_tracked``) are passed through.
 
 These are thin wrappers: the structure is derived by `symbnn.symmetry.derive`, and the work is
 done by the engine (`symbnn.symmetry.canonicalize`, `symbnn.symmetry.minmass.min_mass`,
-`symbnn.alignment.matching.align_state`, the operators of `symbnn.symmetry.operators`) on the
-structure's plain view (`Symmetry.plain`), which they need when a structure slices tensors
-(DenseNet's concatenations, a flattened feature map feeding a linear layer).
+`symbnn.alignment.matching.align_state`, the operators of `symbnn.symmetry.operators`), which
+takes a structure's plain view (`Symmetry.plain`) itself where it slices tensors (DenseNet's
+concatenations, a flattened feature map feeding a linear layer).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def symmetry_of(model: nn.Module | dict[str, Any] | Symmetry, example_input=None
 
     The result lists the unit groups that permute together (tied by residual sums, one per
     slice of a concatenation, block-wise for grouped convolutions), their positive scale
-    groups, the softmax-shift bias, and in ``limits`` every (module, reason) for which the
+    groups, the softmax layer's bias and weight (``output_bias``, ``output_weight``: their
+    additive freedom b + c 1, W + 1 v^T), and in ``limits`` every (module, reason) for which the
     derivation could not prove a symmetry and left it out (an unknown module, a SiLU that
     stops scaling, ...). See `symbnn.symmetry.derive` for the rules.
     """
@@ -118,25 +119,27 @@ def _is_single(state: Mapping[str, torch.Tensor], sym: Symmetry) -> bool:
 
 def canonicalize(net: Net, symmetry: SymmetryLike = None, *, example_input=None, **options):
     """The canonical form of a network (or of each network of a stack): every scale group
-    normalised, every unit group sorted, the softmax bias shifted to sum 1 (paper C.2). It
-    computes the same function, and a network and any of its symmetric copies share it.
+    normalised, every unit group sorted (paper C.2), then the softmax's additive freedom
+    removed: each column of the output weight centred over the outputs (sums to 0) and the
+    output bias shifted to sum 1. It computes the same function, and a network and any of
+    its symmetric copies share it.
 
     ``options`` go to `symbnn.symmetry.canonicalize`: ``scale`` ("unitnorm" or "unitstd"),
-    ``key`` ("max" or "first" incoming weight), ``softmax_shift`` (True), ``softmax_total``
-    (1.0), ``on_dead`` ("raise" or "keep" for units with all-zero incoming weights).
+    ``key`` ("max" or "first" incoming weight), ``softmax_shift`` (True: the softmax step),
+    ``softmax_total`` (1.0), ``on_dead`` ("raise" or "keep" for units with all-zero incoming
+    weights).
 
     Returns a `symbnn.symmetry.Canonical`: ``state`` (the canonical state dict), ``perms``
-    (unit i of the result is unit perms[g][i] of the scaled input), ``scales`` and
-    ``softmax_shift``, keyed by the structure's group names.
+    (unit i of the result is unit perms[g][i] of the scaled input), ``scales`` (keyed by the
+    structure's group names), ``softmax_shift`` (the constant added to the output bias) and
+    ``softmax_weight_shift`` (the vector added to every row of the output weight).
     """
-    from symbnn.symmetry.canonical import Canonical
     from symbnn.symmetry.canonical import canonicalize as engine
 
     state, sym = _resolve(net, symmetry, example_input)
-    view = sym.plain
-    result = engine(view.split(state), view.sym, **options)
-    canonical = _like(view.join(result.state), state)
-    return Canonical(canonical, result.perms, result.scales, result.softmax_shift)
+    result = engine(state, sym, **options)
+    result.state = _like(result.state, state)
+    return result
 
 
 def min_mass(net: Net, symmetry: SymmetryLike = None, *, example_input=None, **options):
@@ -147,15 +150,15 @@ def min_mass(net: Net, symmetry: SymmetryLike = None, *, example_input=None, **o
     ``options`` go to `symbnn.symmetry.minmass.min_mass` (``solver``, ``tol``,
     ``max_sweeps``, ``device``, ``on_degenerate``, ``return_state``, ...). Returns its
     `MinMassResult`: ``mass_before``, ``mass_after`` ((n,) tensors; 0-d for one network),
-    the optimal ``scales``, and ``state``, the min-mass network(s) as a state dict.
+    the optimal ``scales``, the balance ``residual``, ``solver_converged``, and ``state``,
+    the min-mass network(s) as a state dict.
     """
     from symbnn.symmetry.minmass import min_mass as engine
 
     state, sym = _resolve(net, symmetry, example_input)
-    view = sym.plain
-    result = engine(view.split(state), view.sym, **options)
+    result = engine(state, sym, **options)
     if result.state is not None:
-        result.state = _like(view.join(result.state), state)
+        result.state = _like(result.state, state)
     return result
 
 
@@ -165,8 +168,9 @@ def count_symmetries(
     """How many symmetries a network has (paper appendix D.4): ``log10_permutations`` (log10
     of the number of unit permutations), ``scaling_dof`` (free positive scales, one per unit
     and scale group), ``bn_scaling_dof`` (those absorbed by BatchNorm statistics),
-    ``softmax_shift`` (whether the output bias carries the softmax's additive freedom) and
-    ``groups``, one row per unit group (`symbnn.symmetry.count_symmetries`).
+    ``softmax_dof`` (dimensions of the softmax's additive freedom: n_{L-1} + 1 for a linear
+    output layer with a bias, `Symmetry.softmax_dof`), ``softmax_shift`` (whether there is
+    any) and ``groups``, one row per unit group (`symbnn.symmetry.count_symmetries`).
 
     ``net`` may also be a `Symmetry` (or a model spec): nothing else is needed to count.
     """
@@ -181,7 +185,8 @@ def count_symmetries(
         "log10_permutations": sum(r["log10_permutations"] for r in rows),
         "scaling_dof": sum(r["scaling_dof"] for r in rows),
         "bn_scaling_dof": sum(r["bn_scaling_dof"] for r in rows),
-        "softmax_shift": sym.output_bias is not None,
+        "softmax_dof": sym.softmax_dof,
+        "softmax_shift": sym.softmax_dof > 0,
         "groups": rows,
     }
 
@@ -209,9 +214,8 @@ def align(
         symmetry = a if isinstance(a, nn.Module) else b if isinstance(b, nn.Module) else None
     state_a, sym = _resolve(a, symmetry, example_input)
     state_b, _ = _resolve(b, sym, None)
-    view = sym.plain
-    aligned, result = align_state(view.split(state_a), view.split(state_b), view.sym, max_sweeps)
-    return _like(view.join(aligned), state_b), result
+    aligned, result = align_state(state_a, state_b, sym, max_sweeps)
+    return _like(aligned, state_b), result
 
 
 def random_symmetry(
@@ -229,18 +233,23 @@ def random_symmetry(
 ):
     """Apply a random element of the network's symmetry group: uniformly random admissible
     permutations of every unit group, log-normal positive scales (standard deviation
-    ``spread`` in log space) for every scale group, and a standard normal constant added to
-    the softmax bias. Each network of a stack gets its own element.
+    ``spread`` in log space) for every scale group, and a random element of the softmax's
+    additive group (``shift``): a standard normal constant added to the output bias and a
+    random vector v added to every row of the output weight (entries normal with standard
+    deviation 1 / sqrt(row size)). Each network of a stack gets its own element.
 
     The result computes the same function (logits up to a common shift per input, so the
     same softmax) in eval mode. Returns the transformed state dict, or (state, transform)
-    with ``return_transform=True``, transform = {"perms", "scales", "shift"}.
+    with ``return_transform=True``, transform = {"perms", "scales", "shift",
+    "weight_shift"} (the last two None where the structure has no such tensor).
     """
     from symbnn.symmetry.operators import (
         apply_permutations,
         apply_scales,
+        random_output_shifts,
         random_permutations,
         random_scales,
+        shift_output,
     )
 
     state, sym = _resolve(net, symmetry, example_input)
@@ -250,19 +259,18 @@ def random_symmetry(
         generator.manual_seed(seed if seed is not None else int(torch.randint(2**62, ())))
     single = _is_single(state, sym)
     n = 1 if single else state[sym.tensors[0]].shape[0]
-    transform: dict[str, Any] = {"perms": {}, "scales": {}, "shift": None}
+    transform: dict[str, Any] = {"perms": {}, "scales": {}, "shift": None, "weight_shift": None}
     if permute:
         transform["perms"] = random_permutations(sym, n, generator)
         state = apply_permutations(state, sym, transform["perms"])
     if scale and sym.scale_groups:
         transform["scales"] = random_scales(sym, n, generator, spread=spread)
         state = apply_scales(state, sym, transform["scales"])
-    if shift and sym.output_bias is not None:
-        c = torch.randn(n, generator=generator, dtype=torch.float64)
-        bias = state[sym.output_bias]
-        step = c.to(bias.dtype).to(bias.device)
-        state[sym.output_bias] = bias + (step[0] if single else step[:, None])
-        transform["shift"] = c[0] if single else c
+    if shift and sym.softmax_dof:
+        c, v = random_output_shifts(sym, n, generator)
+        state = shift_output(state, sym, c, v)
+        transform["shift"] = c[0] if single and c is not None else c
+        transform["weight_shift"] = v[0] if single and v is not None else v
     if single:
         transform["perms"] = {k: v[0] for k, v in transform["perms"].items()}
         transform["scales"] = {k: v[0] for k, v in transform["scales"].items()}

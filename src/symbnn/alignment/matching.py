@@ -31,6 +31,10 @@ Structure details:
   block permutation is tried (blocks! of them; a few for OptuNet), with a few within-block
   rounds for each, and the best J is kept. An uncoupled grouped layer keeps its blocks in
   place, as `symbnn.symmetry.random_permutations` does.
+* Structures that slice tensors (`Symmetry.is_plain` false: concatenations, flattened maps)
+  are matched on their plain view (`Symmetry.plain`): each state is split into whole-axis
+  pieces, so every axis a group owns is whole; the permutations found are the structure's
+  own (group names do not change) and move B in its own layout.
 """
 
 from __future__ import annotations
@@ -122,9 +126,13 @@ class DenseState(dict):
 
 
 def dense_state(state: Mapping[str, torch.Tensor], sym: Symmetry) -> DenseState:
+    """The dense copies of one network's matched tensors (in the plain view of a structure
+    that slices tensors)."""
     if isinstance(state, DenseState):
         return state
-    return DenseState(_dense(_single(state, sym), sym, list(_matched_axes(sym))))
+    view = sym.plain
+    plain = view.sym
+    return DenseState(_dense(_single(view.split(state), plain), plain, list(_matched_axes(plain))))
 
 
 # ---------------------------------------------------------------- the objective and its costs
@@ -251,17 +259,19 @@ def weight_matching(
         raise ValueError("weight_matching needs at least one (A, B) pair of states")
     if max_sweeps < 1:
         raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
-    problem = _Problem(sym, pairs)
+    problem = _Problem(
+        sym.plain.sym, [(dense_state(a, sym), dense_state(b, sym)) for a, b in pairs]
+    )
     perms = {g.name: torch.arange(g.width) for g in sym.groups}
     before = current = problem.objective(perms)
-    order = topological_group_order(sym)
+    order = topological_group_order(problem.sym)
     converged, sweeps = False, 0
     for sweeps in range(1, max_sweeps + 1):  # noqa: B007 (the count is returned)
         changed, done = False, set()
         for g in order:
             if g.name in done:
                 continue
-            coupling = sym.coupling_of(g.name)
+            coupling = problem.sym.coupling_of(g.name)
             names = tuple(coupling) if coupling else (g.name,)
             done.update(names)
             trial = dict(perms)

@@ -8,11 +8,14 @@ from symbnn.symmetry.derive import structure_differences, symmetry_of
 from symbnn.symmetry.operators import (
     apply_permutations,
     apply_scales,
+    centre_softmax,
     check_permutations,
     identity_permutations,
     invert_permutations,
+    random_output_shifts,
     random_permutations,
     random_scales,
+    shift_output,
     shift_softmax,
 )
 from symbnn.symmetry.structure import Axis, ScaleGroup, Symmetry, UnitGroup
@@ -32,7 +35,10 @@ __all__ = [
     "invert_permutations",
     "random_permutations",
     "random_scales",
+    "random_output_shifts",
+    "shift_output",
     "shift_softmax",
+    "centre_softmax",
     "Canonical",
     "canonicalize",
     "check_finite",

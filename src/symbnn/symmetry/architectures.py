@@ -50,8 +50,10 @@ def _hidden(
     return UnitGroup(name, width, axes, (ScaleGroup(name, axes),), key, blocks=blocks)
 
 
-def _softmax_bias(name: str | None, shapes: dict) -> str | None:
-    # A single output is a regression or sigmoid logit: shifting it is not a symmetry.
+def _softmax(name: str | None, shapes: dict) -> str | None:
+    """The output layer's bias or weight, which the softmax's additive freedom moves (b + c 1,
+    W + 1 v^T). A single output is a regression or sigmoid logit: shifting it is not a
+    symmetry."""
     return name if name in shapes and shapes[name][0] >= 2 else None
 
 
@@ -72,8 +74,9 @@ def _mlp(model, architecture, shapes) -> Symmetry:
         architecture,
         groups,
         shapes,
-        output_bias=_softmax_bias(f"layers.{n_layers - 1}.bias", shapes),
+        output_bias=_softmax(f"layers.{n_layers - 1}.bias", shapes),
         mass_tensors=tuple(f"layers.{l}.weight" for l in range(n_layers)),
+        output_weight=_softmax(f"layers.{n_layers - 1}.weight", shapes),
     )
 
 
@@ -99,8 +102,9 @@ def _optunet(model, architecture, shapes) -> Symmetry:
         groups,
         shapes,
         couplings=(("conv1", "conv2"),) if g > 1 else (),
-        output_bias=_softmax_bias("fc2.bias", shapes),
+        output_bias=_softmax("fc2.bias", shapes),
         mass_tensors=("conv1.weight", "conv2.weight", "fc1.weight", "fc2.weight"),
+        output_weight=_softmax("fc2.weight", shapes),
     )
 
 
@@ -213,6 +217,7 @@ def _resnet(model, architecture, shapes) -> Symmetry:
         architecture,
         tuple(groups),
         shapes,
-        output_bias=_softmax_bias("fc.bias", shapes),
+        output_bias=_softmax("fc.bias", shapes),
         mass_tensors=tuple(mass),
+        output_weight=_softmax("fc.weight", shapes),
     )

@@ -1,9 +1,19 @@
 """Canonical form: remove scaling, permutation and softmax symmetries (docs/maths.md, section 2, paper C.2).
 
 Order: every scale group is normalised (input side first), then every unit group is sorted
-(input side first), then the output bias is shifted. The result computes the same function,
-and canonicalize(T(theta)) == canonicalize(theta) for every symmetry T, up to float rounding
-and ties in the sorting key.
+(input side first), then the softmax's additive freedom is removed: each column of the
+output weight is centred over the outputs (W_L <- W_L - 1 mean_rows(W_L), every column sums
+to 0) and the output bias shifted to sum ``softmax_total`` (default 1). The result computes
+the same function, and canonicalize(T(theta)) == canonicalize(theta) for every symmetry T
+(permutations, scales, and W_L + 1 v^T, b + c 1), up to float rounding and ties in the
+sorting key. Centring commutes with the last hidden layer's moves: a permutation or a
+positive scale of the units feeding the output moves or scales whole columns, and so moves
+or scales each column's mean with it.
+
+Structures that slice tensors (`Symmetry.is_plain` false: DenseNet's concatenations, a
+flattened map feeding a linear layer) are scaled and sorted on their plain view
+(`Symmetry.plain`) and joined back; the softmax step reads whole output rows and runs in the
+model's own layout.
 
 Choices this module makes:
 
@@ -36,8 +46,8 @@ from symbnn.symmetry.operators import (
     apply_permutations,
     apply_scales,
     as_stack,
+    centre_softmax,
     permute_tensors,
-    shift_softmax,
     unstack,
 )
 from symbnn.symmetry.structure import (
@@ -58,12 +68,16 @@ KEYS = SymmetryRemoval.choices("key")
 
 @dataclass
 class Canonical:
-    """A canonical state and what produced it: state == shift(permute(scale(theta, scales), perms))."""
+    """A canonical state and what produced it:
+    state == shift_output(permute(scale(theta, scales), perms), softmax_shift, softmax_weight_shift)
+    (`symbnn.symmetry.operators`)."""
 
     state: dict[str, torch.Tensor]
     perms: dict[str, torch.Tensor]  # (n, width) int64, result unit i = scaled unit perms[i]
     scales: dict[str, torch.Tensor]  # (n, width), indexed like the input's units
     softmax_shift: torch.Tensor | None  # (n,) constant added to the output bias
+    # (n, *row) vector added to every row of the output weight (minus the mean row)
+    softmax_weight_shift: torch.Tensor | None = None
 
 
 def check_finite(state: Mapping[str, torch.Tensor], sym: Symmetry, sample_offset: int = 0) -> None:
@@ -153,23 +167,37 @@ def canonicalize(
     sample_offset: int = 0,
 ) -> Canonical:
     """Canonical form of one network or a stack of networks (see the module docstring).
-    ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
-    device = next(iter(state.values())).device
-    with torch_threads_for(sum(state[t].numel() for t in sym.tensors if t in state), device):
-        return _canonicalize(
-            state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset
-        )
-
-
-def _canonicalize(
-    state, sym, scale, key, softmax_shift, softmax_total, on_dead, sample_offset
-) -> Canonical:
+    ``softmax_shift`` False leaves the output layer's additive freedom in place (weight and
+    bias); ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
     if scale not in SCALE_MODES:
         raise ValueError(f"scale must be one of {SCALE_MODES}, got {scale!r}")
     if key not in KEYS:
         raise ValueError(f"key must be one of {KEYS}, got {key!r}")
     if on_dead not in ("raise", "keep"):
         raise ValueError(f"on_dead must be 'raise' or 'keep', got {on_dead!r}")
+    device = next(iter(state.values())).device
+    with torch_threads_for(sum(state[t].numel() for t in sym.tensors if t in state), device):
+        view = sym.plain  # the identity for a plain structure
+        current, perms, scales, single = _scale_and_sort(
+            view.split(state), view.sym, scale, key, on_dead, sample_offset
+        )
+        current = view.join(current)
+        shift = weight_shift = None
+        if softmax_shift and (sym.output_bias is not None or sym.output_weight is not None):
+            current, shift, weight_shift = centre_softmax(current, sym, softmax_total)
+    if single:
+        return Canonical(
+            unstack(current, True),
+            {k: v[0] for k, v in perms.items()},
+            {k: v[0] for k, v in scales.items()},
+            None if shift is None else shift[0],
+            None if weight_shift is None else weight_shift[0],
+        )
+    return Canonical(current, perms, scales, shift, weight_shift)
+
+
+def _scale_and_sort(state, sym, scale, key, on_dead, sample_offset):
+    """Steps 1 and 2 on a plain structure: (stacked state, perms, scales, was single)."""
     current, single = as_stack(state, sym)
     check_finite(current, sym, sample_offset)
     n = current[sym.tensors[0]].shape[0]
@@ -203,15 +231,4 @@ def _canonicalize(
         for name, p in moves.items():
             perms[name] = _compose(perms[name], p)
     current = apply_permutations(current, sym, perms)
-
-    shift = None
-    if softmax_shift and sym.output_bias is not None:
-        current, shift = shift_softmax(current, sym, softmax_total)
-    if single:
-        return Canonical(
-            unstack(current, True),
-            {k: v[0] for k, v in perms.items()},
-            {k: v[0] for k, v in scales.items()},
-            None if shift is None else shift[0],
-        )
-    return Canonical(current, perms, scales, shift)
+    return current, perms, scales, single

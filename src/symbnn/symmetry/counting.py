@@ -4,7 +4,9 @@ Permutations: a group of width w split into b blocks admits (w/b)!^b permutation
 blocks, and each coupling of grouped layers adds b! block permutations (counted once, on the
 coupling's first group). Scaling degrees of freedom (sDoF): one per unit and scale group, so
 a conv -> BatchNorm channel counts twice (D.4.3) and channels tied by residual sums count
-their shared scale once (D.4.4).
+their shared scale once (D.4.4). The softmax's additive freedom is not a unit group's: it
+counts ``Symmetry.softmax_dof`` dimensions, n_{L-1} + 1 for a linear output layer with a bias
+(W_L + 1 v^T and b + c 1; the paper counts only the bias constant, docs/deviations.md D34).
 
 Disagreement with the paper (D.4.2): it keeps the grouped conv's own output permutations at
 (out)! and drops the block permutation; a permutation moving an output channel to another
@@ -42,8 +44,10 @@ def count_symmetries(sym: Symmetry) -> list[dict[str, Any]]:
 
 
 def total_symmetries(sym: Symmetry) -> dict[str, float]:
+    """log10 of the permutation count, the scaling and the softmax degrees of freedom."""
     rows = count_symmetries(sym)
     return {
         "log10_permutations": sum(r["log10_permutations"] for r in rows),
         "scaling_dof": sum(r["scaling_dof"] for r in rows),
+        "softmax_dof": sym.softmax_dof,
     }

@@ -36,7 +36,12 @@ activation that is not positively homogeneous ends the scale spaces through it a
 reported too. Spaces the output reaches are fixed silently (the natural boundary). The last
 layer's bias carries the softmax shift (``output_bias``) when that layer has at least two
 outputs and reaches the output only through shift-transparent steps (dropout, identity,
-reshape, pooling, softmax / log-softmax).
+reshape, pooling, softmax / log-softmax). Its weight carries the rest of the softmax's
+additive freedom (``output_weight``: W + 1 v^T moves every logit by v . h) when the layer is
+a linear layer with one feature axis (batch, features) and no pooling follows it: the shift
+v . h then depends on the sample only. A convolution's v . h varies over positions, which
+max pooling or a flatten would not treat alike, so a convolutional last layer keeps its
+weight out (its bias shift is still found).
 
 Scales are eval-mode statements (BatchNorm with running statistics), like the hand-written
 structures. The sorting key of a group is the rows of its shallowest producer (the stem or
@@ -357,6 +362,7 @@ class _Derivation:
         self.mass: dict[str, None] = {}
         self.producers: dict[fx.Node, tuple[str, nn.Module]] = {}
         self.output_bias: str | None = None
+        self.output_weight: str | None = None
 
     # --------------------------------------------------------------- space operations
 
@@ -870,21 +876,37 @@ class _Derivation:
         for leaf in leaves:
             self.freeze(self.layout(leaf), "output", None)
         if len(leaves) == 1 and self.is_tensor(leaves[0]) and node.args[0] is leaves[0]:
-            self.output_bias = self._softmax_bias(leaves[0])
+            self.output_bias, self.output_weight = self._softmax_layer(leaves[0])
 
-    def _softmax_bias(self, node: fx.Node) -> str | None:
-        """The bias of the layer producing the output, if the softmax over its outputs is
-        invariant to a common shift of that bias (only shift-transparent steps between)."""
+    def _softmax_layer(self, node: fx.Node) -> tuple[str | None, str | None]:
+        """(bias, weight) of the layer producing the output, where the softmax over its
+        outputs is invariant to a common shift of the logits: b + c 1 through
+        shift-transparent steps only; W + 1 v^T also needs a linear layer with one feature
+        axis and no pooling after it (see the module docstring)."""
+        pooled = False
         while True:
             if len(node.users) != 1:
-                return None
+                return None, None
             if node in self.producers:
                 where, m = self.producers[node]
                 out = m.out_features if isinstance(m, nn.Linear) else m.out_channels
-                return f"{where}.bias" if m.bias is not None and out >= 2 else None
+                if out < 2:
+                    return None, None
+                flat = isinstance(m, _LINEAR) and len(self.shape(node)) == 2 and not pooled
+                return (
+                    f"{where}.bias" if m.bias is not None else None,
+                    f"{where}.weight" if flat else None,
+                )
             if not self._shift_transparent(node) or not self.is_tensor(node.args[0]):
-                return None
+                return None, None
+            pooled = pooled or self._pools(node)
             node = node.args[0]
+
+    def _pools(self, node: fx.Node) -> bool:
+        if node.op == "call_module":
+            kind = type(self.gm.get_submodule(node.target))
+            return kind in _POOL_MODULES
+        return node.op == "call_function" and node.target in _POOL_FUNCTIONS
 
     def _shift_transparent(self, node: fx.Node) -> bool:
         """Steps that turn a uniform shift of their input into a uniform shift of their output
@@ -967,6 +989,7 @@ class _Derivation:
             output_bias=self.output_bias,
             mass_tensors=tuple(m for m in self.mass if m in shapes),
             limits=tuple(self.limits),
+            output_weight=self.output_weight,
         )
 
 
@@ -1130,6 +1153,8 @@ def structure_differences(a: Symmetry, b: Symmetry) -> list[str]:
         out.append("couplings differ")
     if a.output_bias != b.output_bias:
         out.append(f"output bias {a.output_bias} vs {b.output_bias}")
+    if a.output_weight != b.output_weight:
+        out.append(f"output weight {a.output_weight} vs {b.output_weight}")
     if set(a.mass_tensors) != set(b.mass_tensors):
         out.append(f"mass tensors differ: {set(a.mass_tensors) ^ set(b.mass_tensors)}")
     if a.shapes != b.shapes:

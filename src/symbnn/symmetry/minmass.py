@@ -6,14 +6,24 @@ counts as mass and which scales are variables is defined in `symbnn.symmetry.mas
 of conv/linear layers and BatchNorm gammas, biases and betas excluded; conv outputs feeding
 BatchNorm are not variables.
 
+Both solvers report the balance residual max |log(incoming / outgoing mass)| over units (zero
+at the optimum) and ``solver_converged``: the residual is below ``tol`` (the fast solver's
+stopping rule, default 1e-9; for cvxpy an acceptance threshold, default 1e-3, on top of a
+solved status). It says whether the min-mass problem was solved, not whether the network's
+training converged.
+
+Structures that slice tensors (`Symmetry.is_plain` false) are solved on their plain view
+(`Symmetry.plain`): the state is split, solved and the min-mass state joined back.
+
 Degenerate samples (a unit with all-zero incoming or outgoing weights: the minimum is not
 attained) raise ValueError by default; ``on_degenerate="flag"`` solves the other samples and
-reports the degenerate ones with NaN scales and masses, ``converged=False``, ``degenerate=True``
-and their weights unchanged. NaN or infinite weights always raise.
+reports the degenerate ones with NaN scales and masses, ``solver_converged=False``,
+``degenerate=True`` and their weights unchanged. NaN or infinite weights always raise.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,8 +47,8 @@ class MinMassResult:
     mass_after: torch.Tensor  # (n,) float64, NaN for degenerate samples
     scales: dict[str, torch.Tensor]  # variable scale group -> (n, width) optimal s
     iterations: torch.Tensor  # (n,) sweeps (fast) or solver iterations (cvxpy)
-    converged: torch.Tensor  # (n,) bool
-    residual: torch.Tensor  # (n,) max |log(incoming / outgoing mass)| at the optimum
+    solver_converged: torch.Tensor  # (n,) bool: residual < tol (cvxpy: and a solved status)
+    residual: torch.Tensor  # (n,) max |log(incoming / outgoing mass)| at the solution
     degenerate: torch.Tensor  # (n,) bool
     state: dict[str, torch.Tensor] | None  # the min-mass networks (input dtype), if asked for
     status: list[str] | None = None  # cvxpy status per sample
@@ -55,16 +65,21 @@ def _describe_degenerate(problem: MassProblem, sample_offset: int) -> str:
     return "; ".join(parts)
 
 
-def _solve(problem: MassProblem, solver: str, tol: float, max_sweeps: int, solver_options: dict):
+def _solve(
+    problem: MassProblem, solver: str, tol: float | None, max_sweeps: int, solver_options: dict
+):
     if solver == "fast":
         from symbnn.symmetry.minmass_fast import solve_fast
 
+        tol = TOLERANCE if tol is None else tol
         sol = solve_fast(problem, tol=tol, max_sweeps=max_sweeps, **solver_options)
         return sol.s2, sol.iterations, sol.converged, sol.residual, None
+    from symbnn.symmetry.minmass_cvxpy import TOLERANCE as CVXPY_TOLERANCE
     from symbnn.symmetry.minmass_cvxpy import solve_cvxpy
 
-    sol = solve_cvxpy(problem, **solver_options)
-    return sol.s2, sol.iterations, sol.converged, problem.balance(sol.s2), sol.status
+    tol = CVXPY_TOLERANCE if tol is None else tol
+    sol = solve_cvxpy(problem, tol=tol, **solver_options)
+    return sol.s2, sol.iterations, sol.converged, sol.residual, sol.status
 
 
 def min_mass(
@@ -72,7 +87,7 @@ def min_mass(
     sym: Symmetry | dict[str, Any],
     *,
     solver: str = SymmetryRemoval().solver,
-    tol: float = TOLERANCE,
+    tol: float | None = None,
     max_sweeps: int = MAX_SWEEPS,
     device: str | torch.device | None = None,
     on_degenerate: str = "raise",
@@ -82,14 +97,18 @@ def min_mass(
 ) -> MinMassResult:
     """Optimal scales of one network or a stack; the min-mass network computes the same function.
 
-    ``solver_options`` go to the solver: ``relaxation`` for "fast" (see
-    `symbnn.symmetry.minmass_fast`), cvxpy's ``solver`` name and its settings for "cvxpy".
-    ``sample_offset`` numbers the samples in error messages (a store block's first row)."""
+    ``tol``: the balance residual below which a sample counts as converged; None: the
+    solver's own (fast: its stopping rule, `symbnn.symmetry.minmass_fast.TOLERANCE`; cvxpy:
+    `symbnn.symmetry.minmass_cvxpy.TOLERANCE`). ``solver_options`` go to the solver:
+    ``relaxation`` for "fast" (see `symbnn.symmetry.minmass_fast`), cvxpy's ``solver`` name
+    and its settings for "cvxpy". ``sample_offset`` numbers the samples in error messages (a
+    store block's first row)."""
     sym = unit_groups(sym) if isinstance(sym, dict) else sym
     with torch_threads_for(sum(state[t].numel() for t in sym.mass_tensors if t in state), device):
-        return _min_mass(
-            state,
-            sym,
+        view = sym.plain  # the identity for a plain structure
+        result = _min_mass(
+            view.split(state),
+            view.sym,
             solver,
             tol,
             max_sweeps,
@@ -99,6 +118,9 @@ def min_mass(
             solver_options,
             sample_offset,
         )
+    if result.state is not None:
+        result.state = view.join(result.state)
+    return result
 
 
 def _min_mass(
@@ -133,7 +155,7 @@ def _min_mass(
     nan = float("nan")
     s2 = [torch.full((n, w), nan, dtype=torch.float64, device=dev) for w in problem.widths]
     iterations = torch.zeros(n, dtype=torch.int64, device=dev)
-    converged = torch.zeros(n, dtype=torch.bool, device=dev)
+    solver_converged = torch.zeros(n, dtype=torch.bool, device=dev)
     residual = torch.full((n,), nan, dtype=torch.float64, device=dev)
     status: list[str] | None = ["degenerate"] * n if solver == "cvxpy" else None
     if good.numel():
@@ -144,7 +166,7 @@ def _min_mass(
         for v in range(len(s2)):
             s2[v][good] = sub_s2[v]
         iterations[good] = sub_it.to(dev)
-        converged[good] = sub_conv.to(dev)
+        solver_converged[good] = sub_conv.to(dev)
         residual[good] = sub_res.to(dev)
         if status is not None:
             for i, st in zip(good.tolist(), sub_status):
@@ -160,7 +182,7 @@ def _min_mass(
         mass_after,
         scales,
         iterations,
-        converged,
+        solver_converged,
         residual,
         degenerate,
         scaled,
@@ -169,30 +191,60 @@ def _min_mass(
     if single:
         result.mass_before, result.mass_after = result.mass_before[0], result.mass_after[0]
         result.scales = {k: v[0] for k, v in scales.items()}
-        result.iterations, result.converged = iterations[0], converged[0]
+        result.iterations, result.solver_converged = iterations[0], solver_converged[0]
         result.residual, result.degenerate = residual[0], degenerate[0]
     return result
+
+
+def check_finite_table(table, store: str | os.PathLike) -> None:
+    """ValueError naming the column (a mass tensor for the max_abs_* columns), the sample and
+    the input store when a min-mass table holds NaN or an infinite value. A degenerate sample
+    reported with ``--on-degenerate flag`` may hold NaN after the solve, but its masses before
+    must be finite."""
+    import polars as pl
+
+    floats = [name for name, dtype in table.schema.items() if dtype in (pl.Float32, pl.Float64)]
+    degenerate = (
+        table["degenerate"].to_list() if "degenerate" in table.columns else [False] * table.height
+    )
+    samples = table["sample"].to_list() if "sample" in table.columns else range(table.height)
+    for name in floats:
+        always = name == "mass_before" or name.startswith("max_abs_before.")
+        for row, value in enumerate(table[name].to_list()):
+            if value is not None and math.isfinite(value):
+                continue
+            if degenerate[row] and not always and (value is None or math.isnan(value)):
+                continue
+            raise ValueError(
+                f"{store}: min-mass of sample {samples[row]}: {name} is {value} (not finite); "
+                "no table written. Check the store with `symbnn store validate`: weights this "
+                "large make the mass overflow"
+            )
 
 
 def minmass_table(
     in_path: str | os.PathLike,
     solver: str = SymmetryRemoval().solver,
     *,
-    tol: float = TOLERANCE,
+    tol: float | None = None,
     device: str | None = None,
     on_degenerate: str = "raise",
     block_bytes: int | None = None,
+    sym: Symmetry | None = None,
 ):
-    """One row per sample of a store: masses, iterations, convergence, log-scale statistics
-    (natural log, over every optimal scale of the sample) and each mass tensor's largest
-    absolute weight before and after scaling (paper Figure 2). Returns a polars DataFrame."""
+    """One row per sample of a store: masses, iterations, the solver's convergence
+    (``solver_converged``) and balance ``residual``, log-scale statistics (natural log, over
+    every optimal scale of the sample) and each mass tensor's largest absolute weight before
+    and after scaling (paper Figure 2). ``sym``: the store's symmetry structure (default: the
+    one of its ``architecture`` attribute). Returns a polars DataFrame; a value that is not
+    finite (beyond a flagged degenerate sample's NaNs) is a ValueError naming it."""
     import polars as pl
 
     from symbnn.store import open_store
     from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
 
     store = open_store(in_path)
-    sym = unit_groups(store.architecture)
+    sym = unit_groups(store.architecture) if sym is None else sym
     columns: dict[str, list] = {}
 
     def add(name, values):
@@ -216,7 +268,7 @@ def minmass_table(
         add("mass_before", res.mass_before.tolist())
         add("mass_after", res.mass_after.tolist())
         add("iterations", res.iterations.tolist())
-        add("converged", res.converged.tolist())
+        add("solver_converged", res.solver_converged.tolist())
         add("degenerate", res.degenerate.tolist())
         add("residual", res.residual.tolist())
         log_s = torch.cat([v.log() for v in res.scales.values()], dim=1)
@@ -231,4 +283,6 @@ def minmass_table(
             )
             add(f"max_abs_before.{name}", before.tolist())
             add(f"max_abs_after.{name}", after.tolist())
-    return pl.DataFrame(columns)
+    table = pl.DataFrame(columns)
+    check_finite_table(table, in_path)
+    return table

@@ -11,11 +11,16 @@ Conventions (for a stack of n networks):
 * ``scales[scale_group]`` is a positive tensor (n, width), indexed like the input's units:
   unit i's incoming side is multiplied by s_i, its outgoing side divided (docs/maths.md, section 1).
 
+* The softmax group: ``shift_output`` adds a constant c to every output bias and a vector v to
+  every row of the output weight (W_L + 1 v^T: v has the shape of one row); `centre_softmax`
+  is the canonical form's step that removes both (docs/maths.md, sections 1.7 and 2.5).
+
 Structures that are not plain (axes sliced by concatenations or flattened maps, see
 `symbnn.symmetry.structure`) are applied through their plain view: the state is split into
-whole-axis pieces, moved, and joined back. The other engine steps (canonical form, min-mass,
-weight matching) call `as_stack` with the structure they are given, which refuses such
-structures: they take ``sym.plain.sym`` and ``sym.plain.split(state)``, as `symbnn.api` does.
+whole-axis pieces, moved, and joined back. The softmax operators need no view: the output
+weight and bias are whole tensors in the model's layout. `as_stack` itself refuses non-plain
+structures: the engine steps that read whole axes (canonical form, min-mass, weight matching)
+split the state into the plain view before they call it, and join the result back.
 """
 
 from __future__ import annotations
@@ -41,9 +46,16 @@ def as_stack(
         raise ValueError(
             f"the {sym.architecture} symmetry structure slices tensors (concatenations or "
             f"flattened feature maps); this step reads whole axes: run it on the plain view "
-            f"(sym.plain.sym with sym.plain.split(state), then sym.plain.join), or through "
-            f"symbnn.api, which does so"
+            f"(sym.plain.sym with sym.plain.split(state), then sym.plain.join)"
         )
+    return _stack(state, sym, names)
+
+
+def _stack(
+    state: Mapping[str, torch.Tensor], sym: Symmetry, names: Iterable[str] | None
+) -> tuple[State, bool]:
+    """`as_stack` for tensors read whole (any structure: the output layer's tensors are never
+    sliced)."""
     single = None
     for name in sym.tensors if names is None else names:
         if name not in state:
@@ -238,18 +250,98 @@ def shift_softmax(
     state: Mapping[str, torch.Tensor], sym: Symmetry, total: float = 1.0
 ) -> tuple[State, torch.Tensor]:
     """Add one constant to every output bias so that they sum to ``total`` (softmax is
-    invariant to it); returns the new state and the (n,) shifts."""
-    if not sym.is_plain:
-        view = sym.plain
-        moved, shift = shift_softmax(view.split(state), view.sym, total)
-        return view.join(moved), shift
+    invariant to it); returns the new state and the (n,) shifts. The bias part of
+    `centre_softmax`, which the canonical form uses."""
     if sym.output_bias is None:
         raise ValueError(f"{sym.architecture}: no softmax output bias to shift")
-    out, single = as_stack(state, sym, [sym.output_bias])
+    out, single = _stack(state, sym, [sym.output_bias])
     b = out[sym.output_bias]
     shift = (total - b.sum(dim=1)) / b.shape[1]
     out[sym.output_bias] = b + shift[:, None]
     return unstack(out, single), (shift[0] if single else shift)
+
+
+def _output_shapes(sym: Symmetry) -> dict[str, tuple[int, ...]]:
+    if sym.output_bias is None and sym.output_weight is None:
+        raise ValueError(f"{sym.architecture}: no softmax output layer (no output bias or weight)")
+    return {n: sym.shapes[n] for n in (sym.output_weight, sym.output_bias) if n is not None}
+
+
+def shift_output(
+    state: Mapping[str, torch.Tensor],
+    sym: Symmetry,
+    bias: torch.Tensor | float | None = None,
+    weight: torch.Tensor | None = None,
+) -> State:
+    """An element of the softmax group: add ``bias`` (a number, or (n,) for a stack) to every
+    output bias and ``weight`` (one row's shape, or (n, *row) for a stack) to every row of the
+    output weight, W_L + 1 v^T. Every logit moves by c + v . h for input h: the softmax does
+    not change. None leaves that tensor as it is."""
+    _output_shapes(sym)
+    names = []
+    for what, name, x in (("weight", sym.output_weight, weight), ("bias", sym.output_bias, bias)):
+        if x is not None:
+            if name is None:
+                raise ValueError(f"{sym.architecture}: no output {what} to shift")
+            names.append(name)
+    if not names:
+        return dict(state)
+    out, single = _stack(state, sym, names)
+    if bias is not None:
+        b = out[sym.output_bias]
+        c = torch.as_tensor(bias, dtype=b.dtype, device=b.device).reshape(-1)
+        out[sym.output_bias] = b + c[:, None]
+    if weight is not None:
+        w = out[sym.output_weight]
+        v = torch.as_tensor(weight, dtype=w.dtype, device=w.device)
+        v = v.reshape(-1, *w.shape[2:])
+        out[sym.output_weight] = w + v[:, None]
+    return unstack(out, single)
+
+
+def centre_softmax(
+    state: Mapping[str, torch.Tensor], sym: Symmetry, total: float = 1.0
+) -> tuple[State, torch.Tensor | None, torch.Tensor | None]:
+    """Remove the softmax's additive freedom (docs/maths.md, section 2.5): subtract from every
+    row of the output weight the mean row, so that each column sums to 0 over the outputs,
+    and add one constant to every output bias so that they sum to ``total``. Returns the new
+    state, the (n,) bias shifts c and the (n, *row) weight shifts v (the state is
+    ``shift_output(state, sym, c, v)``); None for a tensor the structure does not have."""
+    names = list(_output_shapes(sym))
+    out, single = _stack(state, sym, names)
+    c = v = None
+    if sym.output_weight is not None:
+        w = out[sym.output_weight]
+        v = -w.mean(dim=1)
+        out[sym.output_weight] = w + v[:, None]
+    if sym.output_bias is not None:
+        b = out[sym.output_bias]
+        c = (total - b.sum(dim=1)) / b.shape[1]
+        out[sym.output_bias] = b + c[:, None]
+    if single:
+        c, v = (None if c is None else c[0]), (None if v is None else v[0])
+    return unstack(out, single), c, v
+
+
+def random_output_shifts(
+    sym: Symmetry,
+    n: int,
+    generator: torch.Generator | None = None,
+    dtype=torch.float64,
+    device=None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """n random elements of the softmax group, (bias (n,), weight (n, *row)) for
+    `shift_output`: the bias constant standard normal, the weight vector's entries normal
+    with standard deviation 1 / sqrt(row size) (the scale of a default-initialised layer).
+    None for a tensor the structure does not have."""
+    c = v = None
+    if sym.output_bias is not None:
+        c = torch.randn(n, generator=generator, dtype=dtype).to(device)
+    if sym.output_weight is not None:
+        row = sym.shapes[sym.output_weight][1:]
+        v = torch.randn(n, *row, generator=generator, dtype=dtype) / math.sqrt(math.prod(row))
+        v = v.to(device)
+    return c, v
 
 
 def identity_permutations(sym: Symmetry, n: int, device=None) -> dict[str, torch.Tensor]:

@@ -12,7 +12,10 @@ slice is unflattened to (units, inner), and the structure is rewritten over thos
 * an axis on another axis of a cut tensor (a conv's output rows, when its input columns are
   cut) maps to that axis of every piece, so every engine step sees whole rows again (a norm
   over the incoming rows concatenates the pieces; the sorting key reads the first piece);
-* mass tensors and shapes list the pieces in place of the tensor.
+* mass tensors and shapes list the pieces in place of the tensor;
+* the output bias is never cut; the output weight keeps its name when it is not cut, and is
+  left out (None) when its columns are: the softmax step of the canonical form reads whole
+  output rows, so it runs in the model's own layout (`symbnn.symmetry.canonical`).
 
 ``split`` and ``join`` move a state (one network or a stack) between the two layouts; both
 are exact (slicing and concatenation). Plain structures need none of this: their view is the
@@ -118,6 +121,7 @@ class PlainView:
             output_bias=src.output_bias,
             mass_tensors=tuple(mass),
             limits=src.limits,
+            output_weight=None if src.output_weight in self.cuts else src.output_weight,
         )
 
     # ------------------------------------------------------------------ moving states

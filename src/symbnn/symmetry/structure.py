@@ -24,12 +24,16 @@ Vocabulary:
   read many groups side by side) and ``inner`` that each unit owns ``inner`` consecutive
   entries (a C x H x W map flattened into a Linear: ``inner = H * W``). Such a structure is
   not *plain*: the operators handle it, while the canonical form, min-mass and weight matching
-  read whole axes and take its plain view (`Symmetry.plain`: the sliced tensors cut into one
-  entry per slice, see `symbnn.symmetry.plain`), as `symbnn.api` does for them.
+  read whole axes and run on its plain view (`Symmetry.plain`: the sliced tensors cut into one
+  entry per slice, see `symbnn.symmetry.plain`); each of them takes that view itself.
+* The softmax's additive freedom lives in the output layer: ``output_bias`` (a common constant
+  added to every logit's bias) and ``output_weight`` (a common vector added to every row of
+  the last weight, W_L + 1 v^T). Both are whole tensors whose rows are the fixed output units.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -110,10 +114,12 @@ class Symmetry:
     groups: tuple[UnitGroup, ...]
     shapes: dict[str, tuple[int, ...]]
     couplings: tuple[tuple[str, ...], ...] = ()
-    output_bias: str | None = None  # target of the softmax shift; None: no softmax
+    output_bias: str | None = None  # b <- b + c 1 keeps the softmax; None: no such bias
     mass_tensors: tuple[str, ...] = ()
     # (module, reason) for what a derived structure could not prove symmetric (derive.py)
     limits: tuple[tuple[str, str], ...] = ()
+    # W <- W + 1 v^T (one vector added to every row) keeps the softmax; None: no such weight
+    output_weight: str | None = None
 
     def __post_init__(self) -> None:
         validate(self)
@@ -158,9 +164,19 @@ class Symmetry:
         for g in self.groups:
             for a in g.axes:
                 seen[a.tensor] = None
-        if self.output_bias:
-            seen[self.output_bias] = None
+        for name in (self.output_weight, self.output_bias):
+            if name:
+                seen[name] = None
         return tuple(seen)
+
+    @cached_property
+    def softmax_dof(self) -> int:
+        """Dimensions of the softmax's additive freedom: one per column of the output weight
+        (n_{L-1} for a linear layer) and one for the output bias."""
+        dof = int(self.output_bias is not None)
+        if self.output_weight is not None:
+            dof += math.prod(self.shapes[self.output_weight][1:])
+        return dof
 
     def coupling_of(self, group_name: str) -> tuple[str, ...] | None:
         for c in self.couplings:
@@ -223,7 +239,29 @@ def validate(sym: Symmetry) -> None:
     for name in sym.mass_tensors:
         if name not in sym.shapes:
             raise ValueError(f"mass tensor {name} is not in the state dict")
+    _validate_output(sym)
     _ = topological_scale_order(sym), topological_group_order(sym)
+
+
+def _validate_output(sym: Symmetry) -> None:
+    """The softmax's tensors exist, have one row per output (at least two) and are fixed rows:
+    no unit group owns their first axis."""
+    outputs = {}
+    for what, name, dims in (("bias", sym.output_bias, 1), ("weight", sym.output_weight, 2)):
+        if name is None:
+            continue
+        shape = sym.shapes.get(name)
+        if shape is None:
+            raise ValueError(f"output {what} {name} is not in the state dict")
+        if len(shape) < dims or shape[0] < 2:
+            raise ValueError(f"output {what} {name} has shape {shape}: not a softmax layer")
+        for g in sym.groups:
+            for a in g.axes:
+                if a.tensor == name and a.axis == 0:
+                    raise ValueError(f"output {what} {name}: its rows belong to group {g.name}")
+        outputs[what] = shape[0]
+    if len(set(outputs.values())) > 1:
+        raise ValueError(f"output weight and bias disagree on the number of outputs: {outputs}")
 
 
 def _toposort(items: list[str], deps: dict[str, set[str]], what: str) -> list[str]:
