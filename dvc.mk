@@ -2,15 +2,20 @@
 #
 #   make push                      after a run: refuse unless Snakemake has nothing left to do,
 #                                  record every result's hash in dvc.lock, upload to the remote;
-#                                  then `git add dvc.lock && git commit`
+#                                  then `git add dvc.lock && git commit`. If the upload fails,
+#                                  dvc.lock is left as it was.
 #   make pull                      on a fresh clone: download every result dvc.lock names, adopt
 #   make pull-experiment EXP=NAME  only the checkpoints (weight stores) of one experiment, adopt
 #   make adopt [EXP=NAME]          after a `dvc pull` / `dvc checkout` typed by hand: mark the
 #                                  restored results up to date for Snakemake (docs/dvc.md: why)
-#   make verify [EXP=NAME]         results on disk are those dvc.lock records, stores read whole
+#   make verify [EXP=NAME]         results on disk are those dvc.lock records, the DVC cache
+#                                  objects match their hashes, stores read whole; fails when
+#                                  there is nothing to verify
 #   make dvc-remote DVC_REMOTE=X   use X (a path or URL) as the remote of this checkout only
+#                                  (saved in .dvc/config.local)
 #
-# DVC_REMOTE set in the environment points push and pull at X the same way.
+# DVC_REMOTE=X given to push, pull or pull-experiment (on the command line or in the
+# environment) points that one call at X; nothing is saved.
 
 # Overridable, so that `make -f dvc.mk` works without the Makefile (the tests use it).
 DVC_PY ?= $(or $(BIN),.venv/bin)/python
@@ -31,6 +36,46 @@ export DVC_NO_ANALYTICS := 1
 define dvc_use_remote
 $(if $(DVC_REMOTE),$(DVC) remote add --local --force results '$(DVC_REMOTE)')
 endef
+
+# The DVC command line, with the remote `results` pointed at DVC_REMOTE (when set) for this
+# call only: the url is merged into the configuration DVC reads (Repo's remote_config), never
+# written to a config file. A relative path is taken from the current folder.
+define DVC_CLI
+import os, sys
+url = os.environ.get("DVC_REMOTE", "")
+if url:
+    if "://" not in url:
+        url = os.path.abspath(url)
+    from dvc.repo import Repo
+    original = Repo.__init__
+    def per_call_remote(self, *args, **kwargs):
+        kwargs["remote_config"] = {**(kwargs.get("remote_config") or {}), "url": url}
+        original(self, *args, **kwargs)
+    Repo.__init__ = per_call_remote
+from dvc.cli import main
+sys.exit(main(sys.argv[1:]))
+endef
+export DVC_CLI
+DVC_CALL = DVC_REMOTE='$(DVC_REMOTE)' $(DVC_PY) -c "$$DVC_CLI"
+
+# Record the results in dvc.lock and upload them; if either step fails, put dvc.lock back as
+# it was, so that git never sees hashes of results the remote does not hold.
+define DVC_PUSH
+import os, subprocess, sys
+from pathlib import Path
+lock = Path("dvc.lock")
+before = lock.read_bytes() if lock.exists() else None
+cli = [sys.executable, "-c", os.environ["DVC_CLI"]]
+for step in (["commit", "--force"], ["push"]):
+    if subprocess.run([*cli, *step]).returncode:
+        if before is None:
+            lock.unlink(missing_ok=True)
+        else:
+            lock.write_bytes(before)
+        sys.exit(f"push: `dvc {' '.join(step)}` failed (above); dvc.lock is left as it was. "
+                 "Fix the remote (make dvc-remote, or DVC_REMOTE=...) and run make push again")
+endef
+export DVC_PUSH
 
 # Refuse to adopt results whose experiment settings (config.yaml) differ from those dvc.lock
 # recorded for them; FORCE=1 adopts anyway. Changed code is only reported.
@@ -66,14 +111,67 @@ define dvc_adopt
 $(DVC_SNAKEMAKE) --touch --forceall --cores 1 --quiet progress $(DVC_EXP_CONFIG)
 endef
 
-# Every file DVC tracks and finds changed or missing inside a store that is on disk, or changed
-# anywhere; then every store on disk read chunk by chunk (symbnn.store's validate).
+# What `make verify` checks, in order: the target is on disk and dvc.lock records it; every
+# DVC cache object of it (and each directory's file listing) hashes to its name; the files DVC
+# finds changed or missing inside a store that is on disk, or changed anywhere; every store on
+# disk read chunk by chunk (symbnn.store's validate: checksums, NaN). Remedies printed are
+# per file and never delete anything: a damaged cache object is moved aside, not removed.
 define DVC_VERIFY
-import json, subprocess, sys
+import hashlib, json, os, subprocess, sys
 from pathlib import Path
+root = Path(sys.argv[1])
+def md5sum(path):
+    digest = hashlib.md5()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+if not root.is_dir():
+    sys.exit(f"verify: FAILED: {root} is not on disk, so there is nothing to verify\n"
+             "        (make pull, or make pull-experiment EXP=NAME, downloads it)")
+lock = Path("dvc.lock")
+if not lock.is_file():
+    sys.exit("verify: FAILED: no dvc.lock: no results are recorded to verify against (make push records them)")
+import yaml
 from symbnn.predictions import validate_any
 from symbnn.store import StoreError
-root = Path(sys.argv[1])
+outs = [out for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values()
+        for out in stage.get("outs", [])
+        if Path(out["path"]).is_relative_to(root) or root.is_relative_to(Path(out["path"]))]
+if not outs:
+    sys.exit(f"verify: FAILED: dvc.lock records nothing under {root}")
+from dvc.repo import Repo
+cache = Path(os.path.relpath(Repo(".").cache.local.path))
+def cached(md5):
+    return cache / md5[:2] / md5[2:]
+recorded, damaged, uncached = {}, [], 0
+for out in outs:
+    if not out.get("md5"):
+        sys.exit(f"verify: FAILED: dvc.lock records no hash for {out['path']} (make push records it)")
+    if not out["md5"].endswith(".dir"):
+        recorded[out["path"]] = out["md5"]
+        continue
+    listing = cached(out["md5"])
+    if not listing.is_file():
+        sys.exit(f"verify: FAILED: the DVC cache lacks the file listing of {out['path']} ({listing});\n"
+                 f"        dvc fetch {out['path']} downloads it")
+    if md5sum(listing) + ".dir" != out["md5"]:
+        sys.exit(f"verify: FAILED: the DVC cache object {listing} (the file listing of {out['path']}) is damaged;\n"
+                 f"        mv {listing} {listing}.damaged && dvc fetch {out['path']}")
+    for entry in json.loads(listing.read_text()):
+        recorded[f"{out['path']}/{entry['relpath']}"] = entry["md5"]
+recorded = {path: md5 for path, md5 in recorded.items() if Path(path).is_relative_to(root)}
+checked = {}
+for path, md5 in sorted(recorded.items()):
+    obj = cached(md5)
+    if md5 not in checked:
+        checked[md5] = md5sum(obj) == md5 if obj.is_file() else None
+    if checked[md5] is None:
+        uncached += 1
+    elif not checked[md5]:
+        intact = Path(path).is_file() and md5sum(path) == md5
+        fix = f"cp {path} {obj}" if intact else f"dvc fetch {path}"
+        damaged.append(f"  damaged cache object {obj} ({path}):\n      mv {obj} {obj}.damaged && {fix}")
 run = subprocess.run([sys.executable, "-m", "dvc", "data", "status", "--granular", "--json"], capture_output=True, text=True)
 if run.returncode:
     sys.exit(f"verify: dvc data status failed:\n{run.stdout}{run.stderr}")
@@ -81,26 +179,46 @@ changed = json.loads(run.stdout or "{}").get("uncommitted", {})
 stores = sorted(p for p in root.rglob("*.zarr") if p.is_dir() and ".zarr" not in str(p.parent))
 def in_store(path):
     return any(Path(path).is_relative_to(store) for store in stores)
-bad = [f"  {state}: {path}" for state in ("modified", "added") for path in changed.get(state, [])
+bad = [(state, path) for state in ("modified", "added") for path in changed.get(state, [])
        if Path(path).is_relative_to(root) and not path.endswith("/")]
-bad += [f"  deleted: {path}" for path in changed.get("deleted", []) if in_store(path)]
+bad += [("deleted", path) for path in changed.get("deleted", []) if in_store(path)]
 absent = [path for path in changed.get("deleted", []) if Path(path).is_relative_to(root) and not in_store(path)]
+if recorded and len([p for p in absent if not p.endswith("/")]) >= len(recorded):
+    sys.exit(f"verify: FAILED: none of the {len(recorded)} file(s) dvc.lock records under {root} is on disk\n"
+             "        (make pull, or make pull-experiment EXP=NAME, downloads them)")
 if absent:
     print(f"verify: {len(absent)} tracked path(s) under {root} are not on disk (not pulled, or removed)")
+if uncached:
+    print(f"verify: {uncached} tracked file(s) under {root} have no copy in the local DVC cache (dvc fetch downloads them)")
+if damaged:
+    print("verify: these DVC cache objects do not match their hashes (restore each as shown):")
+    print("\n".join(damaged))
 if bad:
-    print("verify: these files differ from what dvc.lock records (`dvc checkout --force PATH` restores them):")
-    print("\n".join(bad))
+    print("verify: these files differ from what dvc.lock records:")
+    for state, path in bad:
+        print(f"  {state}: {path}")
+    restorable = [path for state, path in bad if state != "added" and checked.get(recorded.get(path))]
+    if restorable:
+        print("verify: to restore the recorded version of a file (its cache copy was verified above):")
+        for path in restorable[:20]:
+            print(f"  dvc checkout --force {path}")
+        if len(restorable) > 20:
+            print(f"  ... and {len(restorable) - 20} more")
+    if any(state == "added" for state, _ in bad):
+        print("verify: an added file is a result dvc.lock does not record yet: make push records it")
 invalid = 0
 for store in stores:
     try:
-        validate_any(store)
-        print(f"OK: {store}")
+        notes = validate_any(store)
+        print(f"OK: {store}" + (" (not fully verified)" if notes else ""))
+        for note in notes:
+            print(f"  note: {note}")
     except StoreError as exc:
         invalid += 1
         print(f"INVALID: {exc}")
-if bad or invalid:
-    sys.exit(f"verify: FAILED ({len(bad)} changed file(s), {invalid} invalid store(s))")
-print(f"verify: {len(stores)} store(s) OK")
+if bad or invalid or damaged:
+    sys.exit(f"verify: FAILED ({len(bad)} changed file(s), {len(damaged)} damaged cache object(s), {invalid} invalid store(s))")
+print(f"verify: {len(stores)} store(s) OK, {len(checked)} cache object(s) match their hashes")
 endef
 export DVC_VERIFY
 
@@ -113,21 +231,17 @@ push: $(DVC_STAMP)
 	case "$$out" in *"Nothing to be done"*) ;; *) printf '%s\n' "$$out"; \
 	  echo "push: Snakemake has jobs left to run (above): finish the workflow first, so that"; \
 	  echo "      dvc.lock records results that match config.yaml"; exit 1;; esac
-	$(dvc_use_remote)
-	$(DVC) commit --force
-	$(DVC) push
+	@DVC_REMOTE='$(DVC_REMOTE)' $(DVC_PY) -c "$$DVC_PUSH"
 	@if test -n "$$(git status --porcelain -- dvc.lock 2>/dev/null)"; then \
 	  echo "dvc.lock changed: git add dvc.lock && git commit, so that clones pull these results"; fi
 
 pull: $(DVC_STAMP)
-	$(dvc_use_remote)
-	$(DVC) pull
+	$(DVC_CALL) pull
 	$(dvc_adopt)
 
 pull-experiment: $(DVC_STAMP)
 	@test -n "$(EXP)" || { echo "usage: make pull-experiment EXP=NAME [CHECKPOINTS='posterior ...']"; exit 2; }
-	$(dvc_use_remote)
-	$(DVC) pull $(foreach part,$(CHECKPOINTS),$(DVC_RESULTS)/$(EXP)/$(part))
+	$(DVC_CALL) pull $(foreach part,$(CHECKPOINTS),$(DVC_RESULTS)/$(EXP)/$(part))
 	$(dvc_adopt)
 
 adopt: $(DVC_STAMP)

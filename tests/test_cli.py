@@ -28,3 +28,14 @@ def test_installed_entry_point_runs(optunet_store):
     exe = [sys.executable, "-m", "symbnn.cli", "store", "info", str(store.path)]
     result = subprocess.run(exe, capture_output=True, text=True, check=True)
     assert "architecture name=optunet" in result.stdout
+
+
+def test_every_failure_is_one_line_and_exit_status_1(optunet_store, tmp_path, capsys):
+    """Usage errors (argparse) and failures in a command exit 1 with `symbnn ...: error:`."""
+    store, _ = optunet_store()
+    exe = [sys.executable, "-m", "symbnn.cli", "minmass", str(store.path), str(tmp_path / "m.pq")]
+    result = subprocess.run([*exe, "--tol", "-1"], capture_output=True, text=True)
+    assert result.returncode == 1 and "argument --tol: '-1'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert main(["store", "info", str(tmp_path / "missing.zarr")]) == 1
+    assert "symbnn store: error: " in capsys.readouterr().err

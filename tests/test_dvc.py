@@ -231,7 +231,7 @@ def test_editing_one_experiment_reruns_its_chain_only(origin, chain):
         "posterior_tables",
     }
     try:
-        edit_config(origin, lambda c: c["experiments"]["tiny-a"]["recipe"].update(lr=0.05))
+        edit_config(origin, lambda c: c["experiments"]["tiny-a"]["recipe"].update(lr=0.07))
         assert planned_jobs(origin) == chain["tiny-a"]
         edit_config(
             origin, lambda c: c["experiments"]["tiny-b"]["posterior"].update(min_accuracy=0.1)

@@ -214,7 +214,7 @@ def test_cli_canonical_without_symmetry_package_needs_canonical_stores(
     target, method, ts, ms = stores
     monkeypatch.setitem(sys.modules, "symbnn.symmetry.canonical_store", None)  # as if absent
     out = tmp_path / "ns.parquet"
-    assert main(["mmd", str(target.path), str(method.path), str(out), "--canonical"]) == 2
+    assert main(["mmd", str(target.path), str(method.path), str(out), "--canonical"]) == 1
     assert "is not a canonical store" in capsys.readouterr().err and not out.exists()
     ct = write_store(tmp_path / "ct.zarr", ts, {"seed": np.arange(70)}, kind="canonical")
     cm = write_store(tmp_path / "cm.zarr", ms, {"seed": np.arange(10)}, kind="canonical")
@@ -223,7 +223,7 @@ def test_cli_canonical_without_symmetry_package_needs_canonical_stores(
         == 0
     )
     assert json.loads(out.with_suffix(".summary.json").read_text())["metric"] == "NS MMD"
-    assert main(["mmd", str(tmp_path / "missing.zarr"), str(cm.path), str(out)]) == 2
+    assert main(["mmd", str(tmp_path / "missing.zarr"), str(cm.path), str(out)]) == 1
     assert "not a symbnn store" in capsys.readouterr().err
 
 

@@ -1,4 +1,6 @@
-"""Send a workflow script's output to its Snakemake log file."""
+"""Send a workflow script's output to its Snakemake log file, and the one error path that the
+CLI and the workflow scripts share: an expected failure (a bad value or file, a damaged store,
+a full disk, a permission) becomes one line naming what is wrong; a bug keeps its traceback."""
 
 from __future__ import annotations
 
@@ -8,19 +10,67 @@ import os
 import sys
 from collections.abc import Iterator
 
+# Exit status of every expected failure, on the command line and in a workflow job.
+EXIT_FAILURE = 1
+
+
+def expected_error(exc: BaseException) -> str | None:
+    """The one-line message of an expected failure, or None for anything else (a bug, whose
+    traceback is what a developer needs).
+
+    Expected: symbnn's own errors (StoreError, ConfigError and MMDInputError are ValueErrors or
+    StoreErrors), ValueError, OSError (missing file, full disk, permission), and the I/O errors
+    of polars, YAML and Zarr, which name the file or the problem in their message."""
+    from symbnn.store import StoreError
+
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        name = exc.filename
+        if name is not None and not exc.filename2:
+            return f"{os.fspath(name)}: {reason}"
+        return str(exc) if exc.filename2 else reason
+    if isinstance(exc, (StoreError, ValueError)) or _foreign_io_error(exc):
+        text = str(exc).strip() or type(exc).__name__
+        if not isinstance(exc, (StoreError, ValueError)):
+            text = f"{text} ({type(exc).__name__})"
+        return text
+    return None
+
+
+def _foreign_io_error(exc: BaseException) -> bool:
+    """polars' ComputeError (how it reports a failed read or write: a full disk, a damaged
+    parquet file), a YAML syntax error, or a Zarr error (a path that is not what it should
+    be). Other polars errors (a missing column, ...) are bugs here, not bad input."""
+    module = type(exc).__module__.split(".")[0]
+    if module == "polars":
+        return type(exc).__name__ == "ComputeError"
+    return module in ("yaml", "zarr")
+
 
 @contextlib.contextmanager
 def log_to(path: str | os.PathLike | None) -> Iterator[None]:
     """Redirect stdout, stderr and `logging` to ``path`` for the block (no-op for None).
-    An exception is written to the log before it propagates, so the log explains a failure."""
+
+    An expected failure (`expected_error`) is written to the log and to the job's stderr as
+    one line, and the script exits with status 1: no traceback, and nothing that names the
+    hidden files outputs are built in. Any other exception is written to the log with its
+    traceback before it propagates, so the log explains a failure."""
     if not path:
-        yield
+        try:
+            yield
+        except Exception as exc:
+            _exit_cleanly(exc, None, None)
         return
+    stderr = sys.stderr
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    root = logging.getLogger()
+    # restored afterwards: a handler left on the closed log would break later logging
+    saved = root.handlers[:], root.level
     with (
         open(path, "w", buffering=1) as handle,
         contextlib.redirect_stdout(handle),
         contextlib.redirect_stderr(handle),
+        _restored_logging(root, *saved),
     ):
         logging.basicConfig(
             stream=handle,
@@ -30,6 +80,8 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         )
         try:
             yield
+        except Exception as exc:
+            _exit_cleanly(exc, handle, stderr, path)
         except BaseException:
             import traceback
 
@@ -37,3 +89,36 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
             raise
         finally:
             sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _restored_logging(root: logging.Logger, handlers: list, level: int) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+
+
+def _exit_cleanly(exc: Exception, handle, stderr, path=None) -> None:
+    """Print an expected failure as one line (to the log and the real stderr) and exit 1;
+    re-raise anything else, after writing its traceback to the log."""
+    message = expected_error(exc)
+    if message is None:
+        if handle is not None:
+            import traceback
+
+            traceback.print_exc(file=handle)
+        raise exc
+    line = f"error: {message}"
+    if handle is not None:
+        print(line, file=handle, flush=True)
+        line += f" (log: {path})"
+    print(line, file=stderr or sys.stderr, flush=True)
+    raise SystemExit(EXIT_FAILURE) from None

@@ -16,22 +16,36 @@ Writes are atomic: a store is built in a hidden sibling folder and renamed into 
 complete, so a killed job never leaves a half-written store that a later step would read.
 Readers address arrays by the names recorded in the attributes, never by listing folders, so
 bookkeeping files such as Snakemake's ``.snakemake_timestamp`` are never read as data.
+
+Integrity: every chunk carries a CRC-32C checksum (Zarr v3's ``crc32c`` codec) and every chunk
+is written, all-zero ones included (the store's attribute ``checksum: crc32c`` says so). Opening
+a store checks its metadata (names, shapes against ``n_samples``, one checksum per array) and
+that every chunk file exists (a directory listing, no data read); every read verifies the
+checksums of the chunks it touches; `Store.validate` reads every chunk. So a missing, truncated
+or bit-flipped chunk is an error naming the array and the chunk, never a number computed from
+Zarr's fill value or from damaged bytes. Stores written before checksums (no ``checksum``
+attribute) still open; `Store.validate` says what it cannot verify in them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import math
 import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import google_crc32c
 import numpy as np
 import zarr
+from zarr.codecs import Crc32cCodec
 
 import symbnn
 
@@ -42,10 +56,200 @@ CHUNK_TARGET_BYTES = 4 * 2**20
 # column-block reads over all samples cheap.
 MIN_CHUNK_ROWS = 64
 WRITE_BUFFER_BYTES = 256 * 2**20
+# Every array: one CRC-32C per chunk, and every chunk written (Zarr skips all-zero chunks by
+# default, which makes a deleted chunk indistinguishable from a zero one).
+CHECKSUM = "crc32c"
+ARRAY_CONFIG = {"write_empty_chunks": True}
+CHECKSUM_CODECS = (Crc32cCodec(),)
+# How a damaged store is repaired, appended to the messages that report one.
+REMEDY = "restore it (`make verify` names intact copies) or rerun the step that wrote it"
 
 
 class StoreError(Exception):
     """A store is missing, malformed, inconsistent or corrupted; the message names the culprit."""
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """What checking an array's chunks needs, read from its ``zarr.json`` (no data read)."""
+
+    store: Path  # the store (group) folder, for messages
+    label: str  # the array's path inside the store, e.g. "state/fc1.weight"
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    itemsize: int
+    separator: str
+    checksum: bool  # the codecs end with crc32c
+    plain: bool  # codecs are exactly bytes (+ crc32c): a chunk file's size is known
+
+    @property
+    def folder(self) -> Path:
+        return self.store / self.label
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
+
+    def indices(self) -> Iterator[tuple[int, ...]]:
+        return itertools.product(*(range(n) for n in self.grid))
+
+    def key(self, index: tuple[int, ...]) -> str:
+        """The chunk's file, relative to the store folder."""
+        parts = ("c", *map(str, index))
+        if self.separator == "/":
+            return f"{self.label}/{'/'.join(parts)}"
+        return f"{self.label}/{'.'.join(parts)}"
+
+    def slices(self, index: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(
+            slice(i * c, min(s, (i + 1) * c))
+            for i, c, s in zip(index, self.chunks, self.shape, strict=True)
+        )
+
+    def describe(self, index: tuple[int, ...]) -> str:
+        return f"chunk {index} (file {self.key(index)})"
+
+    def present(self) -> set[tuple[int, ...]]:
+        """Indices of the chunk files on disk (a directory listing)."""
+        found: set[tuple[int, ...]] = set()
+        if self.separator == "/":
+            root = self.folder / "c"
+            for folder, _, files in os.walk(root):
+                prefix = Path(folder).relative_to(root).parts
+                for name in files:
+                    index = _as_index((*prefix, name))
+                    if index is not None:
+                        found.add(index)
+        elif self.folder.is_dir():
+            for entry in os.scandir(self.folder):
+                if entry.name.startswith("c."):
+                    index = _as_index(entry.name.split(".")[1:])
+                    if index is not None:
+                        found.add(index)
+        return {index for index in found if len(index) == len(self.shape)}
+
+    def missing(self) -> list[tuple[int, ...]]:
+        present = self.present()
+        return [index for index in self.indices() if index not in present]
+
+    def chunk_problem(self, index: tuple[int, ...]) -> str | None:
+        """Why the chunk file is damaged (checked on its bytes, without Zarr), or None."""
+        path = self.store / self.key(index)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return "is missing"
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})"
+        if self.plain:
+            expected = math.prod(self.chunks) * self.itemsize + (4 if self.checksum else 0)
+            if len(data) != expected:
+                return f"has {len(data)} bytes instead of {expected} (truncated or overwritten)"
+        if self.checksum:
+            if len(data) < 4:
+                return "is too short to hold a checksum"
+            if google_crc32c.value(data[:-4]) != int.from_bytes(data[-4:], "little"):
+                return "fails its crc32c checksum (damaged on disk)"
+        return None
+
+    def first_damaged(self) -> tuple[tuple[int, ...], str] | None:
+        for index in self.indices():
+            problem = self.chunk_problem(index)
+            if problem is not None:
+                return index, problem
+        return None
+
+
+def _as_index(parts: Sequence[str]) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(part) for part in parts)
+    except ValueError:
+        return None
+
+
+def read_layout(store: Path, label: str) -> ArrayLayout:
+    """The layout of array ``label`` of the Zarr v3 group at ``store``; StoreError naming the
+    array when its metadata is missing or not that of a regular-chunked array."""
+    meta_path = store / label / "zarr.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise StoreError(
+            f"{store}: array {label} is missing (no {label}/zarr.json); the store is incomplete: "
+            f"{REMEDY}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{store}: cannot read the metadata of {label}: {exc}") from exc
+    try:
+        if meta.get("node_type") != "array":
+            raise ValueError(f"node_type is {meta.get('node_type')!r}, not 'array'")
+        if meta["chunk_grid"]["name"] != "regular":
+            raise ValueError(f"chunk grid {meta['chunk_grid']['name']!r} is not regular")
+        shape = tuple(int(n) for n in meta["shape"])
+        chunks = tuple(int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"])
+        if len(chunks) != len(shape) or min(chunks, default=1) < 1:
+            raise ValueError(f"chunk shape {chunks} does not fit shape {shape}")
+        encoding = meta.get("chunk_key_encoding", {})
+        if encoding.get("name", "default") != "default":
+            raise ValueError(f"chunk key encoding {encoding.get('name')!r} is not 'default'")
+        separator = encoding.get("configuration", {}).get("separator", "/")
+        codecs = [codec.get("name") for codec in meta.get("codecs", [])]
+        itemsize = np.dtype(meta["data_type"]).itemsize
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"{store}: malformed metadata of {label} ({meta_path}): {exc}") from exc
+    return ArrayLayout(
+        store=store,
+        label=label,
+        shape=shape,
+        chunks=chunks,
+        itemsize=itemsize,
+        separator=separator,
+        checksum=bool(codecs) and codecs[-1] == CHECKSUM,
+        plain=codecs in (["bytes"], ["bytes", CHECKSUM]),
+    )
+
+
+def check_chunks_present(layouts: Sequence[ArrayLayout]) -> None:
+    """StoreError naming the first array with a missing chunk file (a listing, no data read)."""
+    for layout in layouts:
+        missing = layout.missing()
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            raise StoreError(
+                f"{layout.store}: cannot read {layout.label}: {layout.describe(missing[0])} is "
+                f"missing{more}; the store is incomplete or damaged: {REMEDY}"
+            )
+
+
+def read_error(layout: ArrayLayout, exc: BaseException) -> StoreError:
+    """The StoreError for a failed read of ``layout``'s array: names the damaged chunk when
+    one is found on disk, else repeats Zarr's reason."""
+    damaged = layout.first_damaged()
+    if damaged is not None:
+        index, problem = damaged
+        return StoreError(
+            f"{layout.store}: cannot read {layout.label}: {layout.describe(index)} {problem}; "
+            f"{REMEDY}"
+        )
+    return StoreError(f"{layout.store}: cannot read {layout.label} (corrupted chunk?): {exc}")
+
+
+def unverified_notes(layouts: Sequence[ArrayLayout], what: str = "store") -> list[str]:
+    """What `validate` cannot vouch for in a store written before checksums."""
+    notes = [
+        f"written without chunk checksums (by a symbnn older than crc32c chunks): every chunk "
+        f"was read, but a changed value cannot be detected; rerun the step that wrote this "
+        f"{what} to get one that can be fully verified"
+    ]
+    absent = [(layout, index) for layout in layouts for index in layout.missing()]
+    if absent:
+        layout, index = absent[0]
+        notes.append(
+            f"{len(absent)} chunk(s) absent and read as zeros (such {what}s omit all-zero "
+            f"chunks, so a deleted one cannot be told apart), e.g. {layout.label} "
+            f"{layout.describe(index)}"
+        )
+    return notes
 
 
 def chunk_shape(
@@ -87,8 +291,21 @@ def install(tmp: Path, path: Path, overwrite: bool) -> None:
             raise StoreError(
                 f"{path}: refusing to overwrite an existing store (pass overwrite=True)"
             )
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+        with writing(path):
+            shutil.rmtree(path)
+    with writing(path):
+        os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike) -> Iterator[None]:
+    """Turn an OSError raised while writing the store ``path`` (a full disk, a read-only
+    folder) into a StoreError naming ``path``, not the hidden folder it is built in."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise StoreError(f"{path}: cannot write the store: {reason}") from exc
 
 
 @contextlib.contextmanager
@@ -96,7 +313,8 @@ def staged_folder(path: str | os.PathLike, overwrite: bool = False) -> Iterator[
     """A temporary folder to build the store ``path`` in: installed at ``path`` when the
     block exits cleanly, removed when it raises, so no reader ever sees half a store."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(path)
     tmp: Path | None = staging_path(path)
     try:
@@ -144,9 +362,15 @@ class StoreWriter:
     def __enter__(self) -> StoreWriter:
         self._stage = staged_folder(self.path, self.overwrite)
         self._tmp = self._stage.__enter__()
-        self._group = zarr.open_group(self._tmp, mode="w", zarr_format=3)
-        self._group.create_group("state")
-        self._group.create_group("info")
+        try:
+            with writing(self.path):
+                self._group = zarr.open_group(self._tmp, mode="w", zarr_format=3)
+                self._group.create_group("state")
+                self._group.create_group("info")
+        except BaseException:
+            self._stage.__exit__(*sys.exc_info())
+            raise
+        self._arrays: dict[str, zarr.Array] = {}
         return self
 
     def append(self, state: Mapping[str, Any], info: Mapping[str, Any] | None = None) -> None:
@@ -181,21 +405,25 @@ class StoreWriter:
         state = {k: np.concatenate([b[0][k] for b in self._buffer]) for k in self._state_names}
         info = {k: np.concatenate([b[1][k] for b in self._buffer]) for k in self._info_names}
         self._buffer, self._buffered_rows, self._buffered_bytes = [], 0, 0
-        for section, arrays in (("state", state), ("info", info)):
-            for name, values in arrays.items():
-                key = f"{section}/{name}"
-                if self.n_samples == 0:
-                    n_hint = max(self.expected or 0, values.shape[0])
-                    self._group.create_array(
-                        key,
-                        shape=values.shape,
-                        dtype=values.dtype,
-                        compressors=None,
-                        chunks=chunk_shape(n_hint, values.shape[1:], values.dtype.itemsize),
-                        fill_value=0,
-                    )[...] = values
-                else:
-                    self._group[key].append(values, axis=0)
+        with writing(self.path):
+            for section, arrays in (("state", state), ("info", info)):
+                for name, values in arrays.items():
+                    key = f"{section}/{name}"
+                    if self.n_samples == 0:
+                        n_hint = max(self.expected or 0, values.shape[0])
+                        self._arrays[key] = self._group.create_array(
+                            key,
+                            shape=values.shape,
+                            dtype=values.dtype,
+                            compressors=CHECKSUM_CODECS,
+                            chunks=chunk_shape(n_hint, values.shape[1:], values.dtype.itemsize),
+                            fill_value=0,
+                            config=ARRAY_CONFIG,
+                        )
+                        self._arrays[key][...] = values
+                    else:
+                        # the handle keeps ARRAY_CONFIG: a reopened array would skip zero chunks
+                        self._arrays[key].append(values, axis=0)
         self.n_samples += next(iter(state.values())).shape[0]
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -214,18 +442,20 @@ class StoreWriter:
         self._flush()
         if self.n_samples == 0:
             raise StoreError(f"{self.path}: no samples were written")
-        self._group.attrs.update(
-            {
-                **self.attrs,
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "kind": self.kind,
-                "symbnn_version": symbnn.__version__,
-                "state_names": self._state_names,
-                "info_names": self._info_names,
-                "n_samples": self.n_samples,
-            }
-        )
+        with writing(self.path):
+            self._group.attrs.update(
+                {
+                    **self.attrs,
+                    "format": FORMAT,
+                    "format_version": FORMAT_VERSION,
+                    "kind": self.kind,
+                    "symbnn_version": symbnn.__version__,
+                    "state_names": self._state_names,
+                    "info_names": self._info_names,
+                    "n_samples": self.n_samples,
+                    "checksum": CHECKSUM,
+                }
+            )
 
 
 def write_store(
@@ -253,7 +483,11 @@ def _as_numpy(value: Any) -> np.ndarray:
 
 
 class Store:
-    """Read-only view of a store. Arrays are read lazily; nothing loads the whole store."""
+    """Read-only view of a store. Arrays are read lazily; nothing loads the whole store.
+
+    Opening checks the metadata (format, the recorded names, every array's shape against
+    ``n_samples``) and, for a checksummed store, that every chunk file exists; reads verify
+    the chunks' checksums. Each failure is a StoreError naming the store, array and chunk."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -263,9 +497,9 @@ class Store:
             )
         try:
             self._group = zarr.open_group(self.path, mode="r", zarr_format=3)
+            attrs = dict(self._group.attrs)
         except Exception as exc:  # zarr raises several types for unreadable metadata
             raise StoreError(f"{self.path}: cannot open as a Zarr v3 group: {exc}") from exc
-        attrs = dict(self._group.attrs)
         if attrs.get("format") != FORMAT:
             raise StoreError(
                 f"{self.path}: attribute 'format' is {attrs.get('format')!r}, expected {FORMAT!r}"
@@ -275,9 +509,50 @@ class Store:
                 f"{self.path}: unsupported format_version {attrs.get('format_version')!r}"
             )
         self.attrs: dict[str, Any] = attrs
-        self.state_names: list[str] = list(attrs["state_names"])
-        self.info_names: list[str] = list(attrs["info_names"])
-        self.n_samples: int = int(attrs["n_samples"])
+        self.state_names: list[str] = self._names("state_names")
+        self.info_names: list[str] = self._names("info_names")
+        n_samples = attrs.get("n_samples")
+        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+            raise StoreError(
+                f"{self.path}: attribute 'n_samples' is {n_samples!r}, expected a positive "
+                "integer (the store is damaged or was not written by symbnn)"
+            )
+        self.n_samples: int = n_samples
+        self.checksummed: bool = attrs.get("checksum") == CHECKSUM
+        self._layouts: dict[str, ArrayLayout] = {}
+        for section, names in (("state", self.state_names), ("info", self.info_names)):
+            for name in names:
+                layout = read_layout(self.path, f"{section}/{name}")
+                if not layout.shape or layout.shape[0] != self.n_samples:
+                    found = layout.shape[0] if layout.shape else "no"
+                    raise StoreError(
+                        f"{self.path}: {section}/{name} has {found} samples, the store says "
+                        f"{self.n_samples} (attribute n_samples): the store is inconsistent"
+                    )
+                if self.checksummed and not layout.checksum:
+                    raise StoreError(
+                        f"{self.path}: {section}/{name} has no crc32c checksum although the "
+                        "store says every array has one: the store is inconsistent"
+                    )
+                self._layouts[layout.label] = layout
+        if self.checksummed:
+            check_chunks_present(list(self._layouts.values()))
+        self._arrays: dict[str, zarr.Array] = {}
+        self._architecture_checked = False
+
+    def _names(self, key: str) -> list[str]:
+        names = self.attrs.get(key)
+        if not isinstance(names, list) or not all(
+            isinstance(n, str) and n and "/" not in n for n in names
+        ):
+            what = "missing" if names is None else f"{type(names).__name__} {names!r}"[:200]
+            raise StoreError(
+                f"{self.path}: attribute {key!r} is {what}, expected a list of array names "
+                "(the store is damaged or was not written by symbnn)"
+            )
+        if len(set(names)) != len(names):
+            raise StoreError(f"{self.path}: attribute {key!r} names an array twice")
+        return list(names)
 
     def __repr__(self) -> str:
         return (
@@ -288,16 +563,55 @@ class Store:
     def architecture(self) -> dict[str, Any]:
         return dict(self.attrs.get("architecture", {}))
 
+    def check_architecture(self) -> None:
+        """StoreError when the arrays are not the state_dict (names and per-sample shapes) of
+        the network the ``architecture`` attribute describes. Builds that network on torch's
+        meta device (no memory); skipped for stores without the attribute."""
+        if self._architecture_checked or not self.attrs.get("architecture"):
+            return
+        import torch
+
+        from symbnn.models import build_model
+
+        spec = self.architecture
+        try:
+            with torch.device("meta"):
+                model = build_model(spec)
+        except ValueError as exc:
+            raise StoreError(f"{self.path}: attribute 'architecture' {spec}: {exc}") from exc
+        expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+        missing = [name for name in expected if name not in self.state_names]
+        extra = [name for name in self.state_names if name not in expected]
+        if missing or extra:
+            raise StoreError(
+                f"{self.path}: the arrays are not those of the architecture {spec} it records "
+                f"(missing: {', '.join(missing[:5]) or '-'}; unexpected: "
+                f"{', '.join(extra[:5]) or '-'})"
+            )
+        for name, shape in expected.items():
+            if self.shape(name) != shape:
+                raise StoreError(
+                    f"{self.path}: state/{name} holds samples of shape {self.shape(name)}, but "
+                    f"the architecture {spec} it records has {shape}"
+                )
+        self._architecture_checked = True
+
+    def layout(self, section: str, name: str) -> ArrayLayout:
+        return self._layouts[f"{section}/{name}"]
+
     def _array(self, section: str, name: str) -> zarr.Array:
         names = self.state_names if section == "state" else self.info_names
         if name not in names:
             raise StoreError(f"{self.path}: no {section} array {name!r} (has: {', '.join(names)})")
-        try:
-            return self._group[f"{section}/{name}"]
-        except Exception as exc:
-            raise StoreError(
-                f"{self.path}: array {section}/{name} is missing or unreadable: {exc}"
-            ) from exc
+        key = f"{section}/{name}"
+        if key not in self._arrays:
+            try:
+                self._arrays[key] = self._group[key]
+            except Exception as exc:
+                raise StoreError(
+                    f"{self.path}: array {key} is missing or unreadable: {exc}"
+                ) from exc
+        return self._arrays[key]
 
     def state_array(self, name: str) -> zarr.Array:
         return self._array("state", name)
@@ -310,14 +624,14 @@ class Store:
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return {name: self.shape(name) for name in self.state_names}
 
-    def _read(self, section: str, name: str, rows: Any = slice(None)) -> np.ndarray:
+    def _read(self, section: str, name: str, rows: Any = slice(None), oindex: bool = False):
         array = self._array(section, name)
         try:
-            return np.asarray(array[rows])
+            return np.asarray(array.oindex[rows] if oindex else array[rows])
+        except IndexError as exc:
+            raise StoreError(f"{self.path}: {section}/{name}: rows {rows!r}: {exc}") from exc
         except Exception as exc:
-            raise StoreError(
-                f"{self.path}: cannot read {section}/{name} (corrupted chunk?): {exc}"
-            ) from exc
+            raise read_error(self.layout(section, name), exc) from exc
 
     def read(self, name: str, rows: Any = slice(None)) -> np.ndarray:
         """State entry ``name`` for the selected samples, shape (k, *param_shape)."""
@@ -357,21 +671,17 @@ class Store:
         width = math.prod(shape[1:])
         for a in range(0, shape[0], step):
             b = min(shape[0], a + step)
-            index = (
-                (rows, slice(a, b)) if isinstance(rows, slice) else (np.asarray(rows), slice(a, b))
-            )
-            try:
-                block = np.asarray(array[index] if isinstance(rows, slice) else array.oindex[index])
-            except Exception as exc:
-                raise StoreError(
-                    f"{self.path}: cannot read state/{name} (corrupted chunk?): {exc}"
-                ) from exc
+            if isinstance(rows, slice):
+                block = self._read("state", name, (rows, slice(a, b)))
+            else:
+                block = self._read("state", name, (np.asarray(rows), slice(a, b)), oindex=True)
             yield a * width, b * width, block.reshape(block.shape[0], -1)
 
     def state_dict(self, index: int) -> dict[str, Any]:
         """Sample ``index`` as a torch state_dict."""
         import torch
 
+        self.check_architecture()
         return {
             name: torch.from_numpy(np.array(self.read(name, index))) for name in self.state_names
         }
@@ -380,6 +690,7 @@ class Store:
         """Stacked torch tensors, name -> (k, *param_shape), for batched evaluation."""
         import torch
 
+        self.check_architecture()
         return {name: torch.from_numpy(self.read(name, rows)) for name in self.state_names}
 
     def nbytes(self) -> int:
@@ -390,26 +701,37 @@ class Store:
         ]
         return sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays)
 
-    def validate(self, check_values: bool = True) -> None:
-        """Raise StoreError naming the array at fault if the store is inconsistent; with
-        ``check_values`` every chunk is read (catches truncated chunks) and float weights
-        are checked for NaN/inf."""
-        for section, names in (("state", self.state_names), ("info", self.info_names)):
-            for name in names:
+    def validate(self, check_values: bool = True) -> list[str]:
+        """Raise StoreError naming the array (and chunk) at fault if the store is inconsistent
+        or damaged. The metadata and the presence of every chunk were checked when it was
+        opened; here the recorded architecture is checked against the arrays and, with
+        ``check_values``, every chunk is read (its checksum verified) and float weights are
+        checked for NaN/inf. Returns what could not be verified: empty for a store with
+        checksums; for an older store, notes saying so (and naming absent chunks)."""
+        self.check_architecture()
+        layouts = list(self._layouts.values())
+        if check_values:
+            for layout in layouts:
+                section, name = layout.label.split("/", 1)
                 array = self._array(section, name)
-                if array.shape[0] != self.n_samples:
-                    raise StoreError(
-                        f"{self.path}: {section}/{name} has {array.shape[0]} samples, "
-                        f"the store says {self.n_samples}"
-                    )
-        if not check_values:
-            return
-        for name in self.state_names:
-            for _, block in self.iter_sample_blocks(name):
-                if block.dtype.kind == "f" and not np.isfinite(block).all():
-                    raise StoreError(f"{self.path}: state/{name} holds NaN or infinite weights")
-        for name in self.info_names:
-            self.info(name)
+                for index in layout.indices():
+                    try:
+                        block = np.asarray(array[layout.slices(index)])
+                    except Exception as exc:
+                        problem = layout.chunk_problem(index)
+                        raise StoreError(
+                            f"{self.path}: cannot read {layout.label}: {layout.describe(index)} "
+                            f"{problem or f'cannot be decoded ({exc})'}; {REMEDY}"
+                        ) from exc
+                    if section == "state" and block.dtype.kind == "f":
+                        bad = ~np.isfinite(block)
+                        if bad.any():
+                            row = layout.slices(index)[0].start + int(np.argwhere(bad)[0][0])
+                            raise StoreError(
+                                f"{self.path}: state/{name} holds NaN or infinite weights "
+                                f"(sample {row}, {layout.describe(index)})"
+                            )
+        return [] if self.checksummed else unverified_notes(layouts)
 
 
 def open_store(path: str | os.PathLike) -> Store:

@@ -29,6 +29,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.commands import nonnegative_int, positive_int
     from symbnn.settings import Alignment
 
     parser = subparsers.add_parser(
@@ -40,7 +41,7 @@ def register(subparsers) -> None:
     parser.add_argument("output", metavar="OUT", help="aligned store to write (kind 'aligned')")
     parser.add_argument(
         "--reference",
-        type=int,
+        type=nonnegative_int,
         default=0,
         help="row of A every sample of B is aligned to (default: 0)",
     )
@@ -49,7 +50,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--max-sweeps",
-        type=int,
+        type=positive_int,
         default=Alignment.default("max_sweeps"),
         help="coordinate-descent sweeps at most (default: %(default)s)",
     )

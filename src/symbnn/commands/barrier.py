@@ -50,6 +50,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.commands import nonnegative_int, positive_int
     from symbnn.settings import Alignment, Config
 
     parser = subparsers.add_parser(
@@ -59,8 +60,8 @@ def register(subparsers) -> None:
         "a", metavar="A", help="store holding network A (its `data` attribute names the data)"
     )
     parser.add_argument("b", metavar="B", help="store holding network B")
-    parser.add_argument("--row-a", type=int, default=0, help="row of A (default: 0)")
-    parser.add_argument("--row-b", type=int, default=0, help="row of B (default: 0)")
+    parser.add_argument("--row-a", type=nonnegative_int, default=0, help="row of A (default: 0)")
+    parser.add_argument("--row-b", type=nonnegative_int, default=0, help="row of B (default: 0)")
     parser.add_argument(
         "--split",
         nargs="+",
@@ -70,19 +71,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--points",
-        type=int,
+        type=positive_int,
         default=Alignment.default("points"),
         help="points on the path, endpoints included (default: %(default)s)",
     )
     parser.add_argument(
         "--bn-batches",
-        type=int,
+        type=nonnegative_int,
         default=Alignment.default("bn_batches"),
         help="training batches that re-estimate BatchNorm statistics along the path",
     )
     parser.add_argument(
         "--max-sweeps",
-        type=int,
+        type=positive_int,
         default=Alignment.default("max_sweeps"),
         help="coordinate-descent sweeps at most (default: %(default)s)",
     )

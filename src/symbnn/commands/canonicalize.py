@@ -2,19 +2,56 @@
 
 from __future__ import annotations
 
+import math
+import os
+
+import numpy as np
+
+
+def explain_failure(path: str | os.PathLike, exc: ValueError) -> ValueError:
+    """A clearer error for a canonicalisation that failed on weights too large for it: the
+    unit norms are float32 sums of squares, which overflow (and then read as non-positive
+    scales) once |w| exceeds about sqrt(float32 max / fan-in). Names the array, the sample and
+    the largest weight; returns ``exc`` itself when no weight is that large."""
+    from symbnn.store import open_store
+
+    store = open_store(path)
+    for name in store.state_names:
+        if np.dtype(store.state_array(name).dtype).kind != "f":
+            continue
+        size = max(1, math.prod(store.shape(name)))
+        limit = math.sqrt(float(np.finfo(np.float32).max) / size)
+        for start, block in store.iter_sample_blocks(name):
+            peaks = np.abs(block.reshape(block.shape[0], -1)).max(axis=1)
+            if peaks.size and peaks.max() > limit:
+                row = int(peaks.argmax())
+                return ValueError(
+                    f"{path}: state/{name} holds weights up to {peaks[row]:.3g} (sample "
+                    f"{start + row}): too large to canonicalise (unit norms overflow above "
+                    f"about {limit:.2g} for this array); such weights usually mean a damaged "
+                    f"or diverged store: `symbnn store validate {path}` ({exc})"
+                )
+    return exc
+
 
 def _run(args) -> int:
     from symbnn.symmetry.canonical_store import canonicalize_store
 
-    canonicalize_store(
-        args.input,
-        args.output,
-        scale=args.scale,
-        key=args.key,
-        softmax_shift=not args.no_softmax_shift,
-        on_dead=args.on_dead,
-        overwrite=args.overwrite,
-    )
+    try:
+        canonicalize_store(
+            args.input,
+            args.output,
+            scale=args.scale,
+            key=args.key,
+            softmax_shift=not args.no_softmax_shift,
+            on_dead=args.on_dead,
+            overwrite=args.overwrite,
+        )
+    except ValueError as exc:
+        better = explain_failure(args.input, exc)
+        if better is exc:
+            raise
+        raise better from exc
     print(f"canonical store written: {args.output}")
     return 0
 

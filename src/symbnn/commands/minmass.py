@@ -4,27 +4,30 @@ from __future__ import annotations
 
 
 def _run(args) -> int:
+    from symbnn.commands import available_device
     from symbnn.report.tables import write_table
     from symbnn.symmetry.minmass import minmass_table
 
+    device = None if args.device is None else available_device(args.device)
     tolerance = {} if args.tol is None else {"tol": args.tol}
     table = minmass_table(
         args.input,
         solver=args.solver,
-        device=args.device,
+        device=device,
         on_degenerate=args.on_degenerate,
         **tolerance,
     )
     write_table(table, args.output)
     ratio = (table["mass_after"] / table["mass_before"]).median()
     print(
-        f"{table.height} samples, {int(table['converged'].sum())} converged, "
+        f"{table.height} samples, {int(table['solver_converged'].sum())} solver-converged, "
         f"median mass ratio after/before {ratio:.4f}: {args.output}"
     )
     return 0
 
 
 def register(subparsers) -> None:
+    from symbnn.commands import device, positive_float
     from symbnn.settings import SymmetryRemoval
 
     parser = subparsers.add_parser(
@@ -43,13 +46,17 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--tol",
-        type=float,
+        type=positive_float,
         default=None,
-        help="fast solver: stop when max |log(incoming/outgoing mass)| is below this "
-        "(default: the solver's own)",
+        help="balance residual max |log(incoming/outgoing mass)| below which a network counts "
+        "as solved (the fast solver also stops there), a finite number > 0 (default: each "
+        "solver's own)",
     )
     parser.add_argument(
-        "--device", default=None, help="torch device for the fast solver (default: cpu)"
+        "--device",
+        type=device,
+        default=None,
+        help="torch device for the fast solver: cpu, cuda or cuda:N (default: cpu)",
     )
     parser.add_argument(
         "--on-degenerate",

@@ -29,14 +29,27 @@ def summary_path(out: str | os.PathLike) -> Path:
     return Path(out).with_suffix(".summary.json")
 
 
-def _rows(spec: str | None):
-    """'START:STOP' -> slice; None -> all samples."""
+def _rows(spec: str | None, option: str = "rows"):
+    """'START:STOP' -> slice; None -> all samples. Whether the range fits the store is checked
+    by `symbnn.mmd.layerwise_mmd` (a range beyond the store is an error, not cut short)."""
     if spec is None:
         return None
     start, sep, stop = spec.partition(":")
-    if not sep:
-        raise ValueError(f"row range {spec!r} is not of the form START:STOP")
-    return slice(int(start) if start else None, int(stop) if stop else None)
+    try:
+        if not sep:
+            raise ValueError
+        bounds = [int(text) if text.strip() else None for text in (start, stop)]
+    except ValueError:
+        raise ValueError(
+            f"{option} {spec!r} is not a row range START:STOP (integers, e.g. 0:32)"
+        ) from None
+    if any(bound is not None and bound < 0 for bound in bounds):
+        raise ValueError(
+            f"{option} {spec!r}: rows are counted from 0; negative bounds are not allowed"
+        )
+    if None not in bounds and bounds[0] >= bounds[1]:
+        raise ValueError(f"{option} {spec!r} selects no rows (START must be below STOP)")
+    return slice(*bounds)
 
 
 def _canonicalizer():
@@ -68,15 +81,27 @@ def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
         tmp = out.parent / f".{out.name}.canonical-{len(paths)}-{uuid.uuid4().hex[:8]}.zarr"
         scratch.append(tmp)
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        canonicalize_store(path, tmp, scale=args.scale, key=args.key)
+        try:
+            canonicalize_store(path, tmp, scale=args.scale, key=args.key)
+        except ValueError as exc:
+            from symbnn.commands.canonicalize import explain_failure
+
+            better = explain_failure(path, exc)
+            if better is exc:
+                raise
+            raise better from exc
         paths.append(str(tmp))
     return paths[0], paths[1]
 
 
 def _run(args) -> int:
+    from symbnn.commands import available_device
     from symbnn.mmd import AggTestConfig, default_layers, layerwise_mmd
 
     config = AggTestConfig(alpha=args.alpha, b1=args.b1, b2=args.b2, b3=args.b3)
+    device = available_device(args.device)
+    target_rows = _rows(args.target_rows, "--target-rows")
+    method_rows = _rows(args.method_rows, "--method-rows")
     scratch: list[Path] = []
     try:
         target, method = (args.target, args.method)
@@ -89,11 +114,11 @@ def _run(args) -> int:
             target,
             method,
             layers=layers,
-            target_rows=_rows(args.target_rows),
-            method_rows=_rows(args.method_rows),
+            target_rows=target_rows,
+            method_rows=method_rows,
             pvalue=args.pvalue,
             seed=args.seed,
-            device=args.device,
+            device=device,
             max_bytes=int(args.max_mib * 2**20),
             config=config,
             expect_canonical=args.canonical,
@@ -114,6 +139,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.commands import device_or_auto, positive_float, positive_int, probability
     from symbnn.mmd.aggtest import AggTestConfig
     from symbnn.settings import Mmd, SymmetryRemoval
 
@@ -149,12 +175,16 @@ def register(subparsers) -> None:
         "--seed", type=int, default=Mmd.default("seed"), help="seed of the permutations"
     )
     test = AggTestConfig()
-    parser.add_argument("--alpha", type=float, default=test.alpha, help="level of the test")
-    parser.add_argument("--b1", type=int, default=test.b1, help="permutations for the quantiles")
     parser.add_argument(
-        "--b2", type=int, default=test.b2, help="permutations for the level correction"
+        "--alpha", type=probability, default=test.alpha, help="level of the test (0 < alpha < 1)"
     )
-    parser.add_argument("--b3", type=int, default=test.b3, help="bisection steps")
+    parser.add_argument(
+        "--b1", type=positive_int, default=test.b1, help="permutations for the quantiles"
+    )
+    parser.add_argument(
+        "--b2", type=positive_int, default=test.b2, help="permutations for the level correction"
+    )
+    parser.add_argument("--b3", type=positive_int, default=test.b3, help="bisection steps")
     parser.add_argument(
         "--layers",
         nargs="+",
@@ -171,11 +201,14 @@ def register(subparsers) -> None:
         "--method-rows", default=None, metavar="START:STOP", help="subset of method samples"
     )
     parser.add_argument(
-        "--device", default="auto", help="auto (GPU if present), cpu, cuda, cuda:1, ..."
+        "--device",
+        type=device_or_auto,
+        default="auto",
+        help="auto (GPU if present), cpu, cuda, cuda:1, ...",
     )
     parser.add_argument(
         "--max-mib",
-        type=float,
+        type=positive_float,
         default=DEFAULT_MAX_MIB,
         help="read blocks of about this many MiB per store",
     )

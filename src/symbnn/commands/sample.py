@@ -77,6 +77,8 @@ def _run(args) -> int:
         config.data_root,
         config.download,
         args.device,
+        experiment.posterior.min_accuracy,
+        experiment.methods.retries,
     )
     store = sample_store(
         args.output,
@@ -120,6 +122,7 @@ def _check_pool(pool: Path, experiment) -> None:
 
 
 def register(subparsers) -> None:
+    from symbnn.commands import positive_int
     from symbnn.methods.registry import METHOD_NAMES
     from symbnn.settings import Config
 
@@ -147,7 +150,7 @@ def register(subparsers) -> None:
         metavar="KEY=VALUE",
         help="override one of the method's settings (repeatable), e.g. --set rate=0.5",
     )
-    parser.add_argument("--n-samples", type=int, help="override methods.n_samples")
+    parser.add_argument("--n-samples", type=positive_int, help="override methods.n_samples")
     parser.add_argument(
         "--pool",
         help="pool store of trained modes (default: RESULTS/NAME/modes/pool.zarr; "

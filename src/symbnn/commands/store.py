@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from symbnn.predictions import validate_any
+from symbnn.runlog import EXIT_FAILURE
 from symbnn.store import StoreError, open_store, summary
 
 
@@ -30,11 +31,16 @@ def _info(args) -> int:
 
 def _validate(args) -> int:
     try:
-        validate_any(args.path)
+        notes = validate_any(args.path)
     except StoreError as exc:
         print(f"INVALID: {exc}")
-        return 1
-    print(f"OK: {args.path}")
+        return EXIT_FAILURE
+    if notes:
+        print(f"OK: {args.path} (not fully verified)")
+        for note in notes:
+            print(f"  note: {note}")
+    else:
+        print(f"OK: {args.path} (every chunk read, checksums verified)")
     return 0
 
 
@@ -48,7 +54,9 @@ def register(subparsers) -> None:
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(handler=_info)
     validate = actions.add_parser(
-        "validate", help="read every chunk; fail on corruption or NaN weights"
+        "validate",
+        help="read every chunk; fail on a missing or damaged chunk, inconsistent metadata or "
+        "NaN weights",
     )
     validate.add_argument("path")
     validate.set_defaults(handler=_validate)

@@ -14,11 +14,17 @@ cancellation that float32 otherwise suffers when samples sit close together far 
 
 Precision: float64 blocks are computed in float64 throughout (the exactness tests); other
 blocks (float32 weights) in float32 per block with float64 accumulation across blocks, which
-keeps distances to ~1e-7 relative. Threads: numba follows NUMBA_NUM_THREADS (default: all
-cores), the BLAS its own setting (OPENBLAS_NUM_THREADS for scipy's).
+keeps distances to ~1e-7 relative. A float32 block whose values are so large that a float32
+sum of squares could overflow (|w| above ~5e15 for a million columns) is computed in float64
+instead, so any weight a float32 store can hold gives finite distances.
+
+Threads: numba follows NUMBA_NUM_THREADS (default: all cores), the BLAS its own setting
+(OPENBLAS_NUM_THREADS for scipy's).
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -82,6 +88,24 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
+def float32_safe_peak(n_columns: int) -> float:
+    """The largest |value| for which a float32 block of ``n_columns`` columns cannot overflow:
+    centred values are at most twice it, a Gram entry sums n_columns products of two of them
+    and an L1 distance n_columns differences; a factor 2 spare."""
+    return math.sqrt(np.finfo(np.float32).max / (16.0 * max(1, n_columns)))
+
+
+def _block_dtype(block: np.ndarray) -> np.dtype:
+    """The dtype a block is computed in: `_compute_dtype`, widened to float64 when its float32
+    sums could overflow (see `float32_safe_peak`)."""
+    dtype = _compute_dtype(block.dtype)
+    if dtype == np.float32 and block.size:
+        peak = max(abs(float(block.max())), abs(float(block.min())))
+        if not peak <= float32_safe_peak(block.shape[1]):  # NaN also takes the float64 path
+            return np.dtype(np.float64)
+    return dtype
+
+
 class PooledDistances:
     """Accumulates the L1 and squared-L2 distance matrices of ``n_rows`` pooled samples.
 
@@ -122,7 +146,7 @@ class PooledDistances:
         """The block as the backend wants it: C-ordered float32/64, on the device."""
         if block.ndim != 2 or block.shape[0] != self.n_rows:
             raise ValueError(f"block of shape {block.shape} does not have {self.n_rows} rows")
-        block = np.ascontiguousarray(block, dtype=_compute_dtype(block.dtype))
+        block = np.ascontiguousarray(block, dtype=_block_dtype(block))
         return block if self.backend == "numba" else torch.from_numpy(block).to(self.device)
 
     def add_l1(self, block: np.ndarray | torch.Tensor) -> None:

@@ -90,6 +90,22 @@ def two_sample_mmd(
         if not np.isfinite(values).all():
             raise MMDInputError(f"{label} holds NaN or infinite values")
     l1, l2sq = pooled_distances(x, y, chunk_cols=chunk_cols, device=device)
-    return mmd_from_distances(
+    result = mmd_from_distances(
         l1, l2sq, len(x), n_params=x.shape[1], pvalue=pvalue, seed=seed, config=config
     )
+    check_finite(result)
+    return result
+
+
+def check_finite(result: LayerMMD, where: str = "") -> None:
+    """MMDInputError when a value, a bandwidth or the p-value is NaN or infinite: no such
+    number is returned, printed or written."""
+    parts = {"MMD values": result.values, "bandwidths": result.bandwidths}
+    if result.test is not None:
+        parts["p-value"] = np.asarray([result.test.p_value], dtype=np.float64)
+    bad = [name for name, values in parts.items() if not np.isfinite(values).all()]
+    if bad:
+        raise MMDInputError(
+            f"{where}the {' and '.join(bad)} are not finite (the weights span too wide a range "
+            "even for float64 distances, or a store is damaged: `symbnn store validate` it)"
+        )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from symbnn.mmd.engine import MMDInputError
@@ -70,6 +71,11 @@ def compare_stores(
                 for key in ("mmd", "mmd_median", "mmd_mean", "mmd_max")
             }
         )
+        # MMDAgg's outcome: the share of layers where the test rejects (null without a test)
+        rejected = network.get("n_layers_rejected")
+        summary[f"{prefix}_reject_share"] = (
+            None if rejected is None else rejected / network["n_layers"]
+        )
     return pl.concat(layers, how="diagonal_relaxed"), pl.DataFrame([summary])
 
 
@@ -103,30 +109,45 @@ def method_mmd(
     samples: tuple[str | os.PathLike, str | os.PathLike],
     converged: list[int],
     *,
+    per_mode: bool = False,
     pvalue: bool = MMD.pvalue,
     seed: int = MMD.seed,
     device: str = "auto",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The MMD of a method's samples against the converged target networks; the summary row
-    names the method and variant from the sample store's attributes (`converged`: the
-    target's converged rows)."""
+    """The MMD of a method's samples against the converged target networks (`converged`: the
+    target's converged rows); the summary names the method and variant from the sample
+    store's attributes. With `per_mode`, each mode's samples (info/mode_index) are compared
+    separately: one summary row, and per-layer rows, per mode (column ``mode``), as the
+    single-mode variant reports one posterior per mode."""
     store = open_store(samples[0])
     rows = list(converged)
     if len(rows) < 2:
         raise MMDInputError(
             f"{target[0]}: {len(rows)} converged networks; the MMD needs at least 2"
         )
-    return compare_stores(
-        target,
-        samples,
-        {
-            "method": store.attrs.get("method", "?"),
-            "variant": store.attrs.get("variant", "?"),
-            "n_target": len(rows),
-            "n_samples": store.n_samples,
-        },
-        target_rows=rows,
-        pvalue=pvalue,
-        seed=seed,
-        device=device,
-    )
+    groups: dict[int | None, Any] = {None: None}
+    if per_mode:
+        modes = store.info("mode_index")
+        groups = {int(k): np.flatnonzero(modes == k).tolist() for k in np.unique(modes)}
+    layers, summaries = [], []
+    for mode, method_rows in groups.items():
+        count = store.n_samples if method_rows is None else len(method_rows)
+        per_layer, summary = compare_stores(
+            target,
+            samples,
+            {
+                "method": store.attrs.get("method", "?"),
+                "variant": store.attrs.get("variant", "?"),
+                "mode": mode,
+                "n_target": len(rows),
+                "n_samples": count,
+            },
+            target_rows=rows,
+            method_rows=method_rows,
+            pvalue=pvalue,
+            seed=seed,
+            device=device,
+        )
+        layers.append(per_layer.with_columns(pl.lit(mode, dtype=pl.Int64).alias("mode")))
+        summaries.append(summary.with_columns(pl.col("mode").cast(pl.Int64)))
+    return pl.concat(layers, how="diagonal_relaxed"), pl.concat(summaries, how="diagonal_relaxed")

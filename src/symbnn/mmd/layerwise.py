@@ -24,7 +24,12 @@ import polars as pl
 
 from symbnn.mmd.aggtest import AggTestConfig
 from symbnn.mmd.distances import PooledDistances, resolve_device
-from symbnn.mmd.engine import MMDInputError, check_sample_sizes, mmd_from_distances
+from symbnn.mmd.engine import (
+    MMDInputError,
+    check_finite,
+    check_sample_sizes,
+    mmd_from_distances,
+)
 from symbnn.store import Store, open_store
 
 log = logging.getLogger(__name__)
@@ -79,11 +84,20 @@ def _check_layers(layers: dict[str, list[str]], target: Store, method: Store) ->
                 )
 
 
-def _as_rows(rows: Any, store: Store) -> slice | np.ndarray:
-    """A slice or an array of distinct in-range sample indices."""
+def _as_rows(rows: Any, store: Store, side: str = "sample") -> slice | np.ndarray:
+    """A slice or an array of distinct in-range sample indices; a range reaching beyond the
+    store is an error (Python would cut it short silently)."""
     if rows is None:
         return slice(None)
     if isinstance(rows, slice):
+        n = store.n_samples
+        bounds = [b for b in (rows.start, rows.stop) if b is not None]
+        if rows.step not in (None, 1) or any(b < 0 or b > n for b in bounds):
+            raise MMDInputError(
+                f"{store.path}: {side} rows {rows.start or 0}:"
+                f"{n if rows.stop is None else rows.stop} are not a range within its "
+                f"{n} samples (0:{n})"
+            )
         return rows
     index = np.asarray(rows, dtype=np.int64).reshape(-1)
     if index.size and (index.min() < 0 or index.max() >= store.n_samples):
@@ -172,7 +186,8 @@ def layerwise_mmd(
             f"canonical stores expected (attrs kind == {CANONICAL_KIND!r}); {target.path} has "
             f"kind {store_kind(target)!r}"
         )
-    target_rows, method_rows = _as_rows(target_rows, target), _as_rows(method_rows, method)
+    target_rows = _as_rows(target_rows, target, "target")
+    method_rows = _as_rows(method_rows, method, "method")
     n, m = len(_row_indices(target_rows, target)), len(_row_indices(method_rows, method))
     check_sample_sizes(n, m, where=f"{target.path} vs {method.path}: ")
     _check_disjoint(target, method, target_rows, method_rows)
@@ -190,6 +205,7 @@ def layerwise_mmd(
         result = mmd_from_distances(
             l1, l2sq, n, n_params=acc.n_columns, pvalue=pvalue, seed=seed, config=config
         )
+        check_finite(result, where=f"layer {layer!r} of {target.path} vs {method.path}: ")
         rows.append(
             {
                 "layer": layer,
