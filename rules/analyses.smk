@@ -115,6 +115,8 @@ rule permutation_frequency:
     params:
         settings=analysis_params("permutation_frequency"),
         training=training_params,
+        # runs that do not converge (as the target posterior's threshold says) are left out
+        min_accuracy=section_params("posterior", "min_accuracy"),
     message:
         "Permutation frequency during training of {wildcards.experiment} (paper section 5.2): Kendall's tau between consecutive sorting permutations"
     script:

@@ -155,36 +155,52 @@ def pool_posterior(experiment):
 
 def fit_params(wildcards):
     """What one block of a method's fits depends on besides the pool and its convergence
-    flags: the method's fit settings, the modes, the seed, and the sample counts when the
-    method draws its samples while fitting."""
-    methods = methods_of(wildcards.experiment)
-    registry = symbnn.methods.registry
-    blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, wildcards.variant, methods)
+    flags: the method's fit settings, the modes, the seed; the sample counts when the method
+    draws its samples while fitting; the convergence threshold and retries when it trains its
+    own network."""
+    experiment, methods = experiment_of(wildcards), methods_of(wildcards.experiment)
+    registry, method = symbnn.methods.registry, wildcards.method
+    blocks = symbnn.methods.sampling.mode_blocks(method, methods)
     params = {
-        "settings": registry.fit_settings(wildcards.method, methods),
+        "settings": registry.fit_settings(method, methods),
         "modes": blocks[int(wildcards.block)],
         "seed": methods.seed,
     }
-    if registry.samples_at_fit(wildcards.method):
-        params["shares"] = registry.mode_shares(wildcards.method, wildcards.variant, methods)
+    if registry.samples_at_fit(method):
+        params["counts"] = registry.fit_counts(method, methods)
+    if method in registry.TRAINS_FROM_SCRATCH:
+        params["min_accuracy"] = experiment.posterior.min_accuracy
+        params["retries"] = methods.retries
     return params
 
 
 def draw_params(wildcards):
-    """What a variant's samples depend on besides its fits: every setting of the method (the
-    fits carry the others' effect), the sample counts and the seed."""
+    """What a variant's samples depend on besides its fits: every setting of the method but
+    the prediction-only ones (the fits carry the others' effect), the sample counts and the
+    seed."""
     methods = methods_of(wildcards.experiment)
     registry = symbnn.methods.registry
     return {
-        "settings": registry.settings_of(wildcards.method, methods).to_dict(),
+        "settings": registry.draw_settings(wildcards.method, methods),
         "shares": registry.mode_shares(wildcards.method, wildcards.variant, methods),
         "seed": methods.seed,
     }
 
 
+def predict_inputs(wildcards):
+    """The variant's samples; for a linearised predictive also the pool, whose networks are
+    the modes the samples are linearised at."""
+    path = f"{RESULTS}/{wildcards.experiment}/methods/{wildcards.method}/{wildcards.variant}"
+    inputs = {"store": f"{path}/samples.zarr"}
+    methods = methods_of(wildcards.experiment)
+    if symbnn.methods.registry.predictive(wildcards.method, methods) == "linearised":
+        inputs["pool"] = f"{RESULTS}/{wildcards.experiment}/modes/pool.zarr"
+    return inputs
+
+
 def fit_blocks(wildcards):
     methods = methods_of(wildcards.experiment)
-    blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, wildcards.variant, methods)
+    blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, methods)
     return [f"{b:03d}" for b in range(len(blocks))]
 
 

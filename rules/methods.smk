@@ -1,6 +1,7 @@
 # Posterior approximations: a pool of networks trained like the target (its converged ones are
-# the modes); per (method, variant) fit jobs, one per block of modes, and one draw job writing
-# the variant's sample store; then the predictions of every sample on the test and OOD sets.
+# the modes); per method one fit job per block of modes, shared by both variants, and per
+# (method, variant) one draw job writing the variant's sample store; then the predictions of
+# every sample on the test and OOD sets.
 
 
 use rule train_shard as train_pool_shard with:
@@ -52,11 +53,11 @@ rule fit:
         pool=f"{RESULTS}/{{experiment}}/modes/pool.zarr",
         converged=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
     output:
-        fits=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/fits/{{block}}.pt",
+        fits=f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.pt",
     log:
-        f"{RESULTS}/{{experiment}}/logs/fit/{{method}}/{{variant}}/{{block}}.log",
+        f"{RESULTS}/{{experiment}}/logs/fit/{{method}}/{{block}}.log",
     benchmark:
-        f"{RESULTS}/{{experiment}}/benchmarks/fit/{{method}}/{{variant}}/{{block}}.tsv"
+        f"{RESULTS}/{{experiment}}/benchmarks/fit/{{method}}/{{block}}.tsv"
     conda:
         "../envs/symbnn.yaml"
     threads: compute("threads")
@@ -72,7 +73,7 @@ rule fit:
         training=training_params,
         fit=fit_params,
     message:
-        "Fitting {wildcards.method} ({wildcards.variant}-mode, block {wildcards.block}) at the modes of {wildcards.experiment}"
+        "Fitting {wildcards.method} at mode block {wildcards.block} of {wildcards.experiment}"
     script:
         "../workflow_scripts/fit.py"
 
@@ -80,10 +81,9 @@ rule fit:
 rule sample:
     input:
         fits=lambda wc: expand(
-            f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/fits/{{block}}.pt",
+            f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.pt",
             experiment=wc.experiment,
             method=wc.method,
-            variant=wc.variant,
             block=fit_blocks(wc),
         ),
     output:
@@ -112,7 +112,7 @@ rule sample:
 
 rule predict:
     input:
-        store=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
+        unpack(predict_inputs),
     output:
         predictions=directory(
             f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/predictions.zarr"
@@ -132,6 +132,9 @@ rule predict:
         slurm_partition=train_partition,
     params:
         data=section_params("data"),
+        predictive=lambda wc: symbnn.methods.registry.predictive(
+            wc.method, methods_of(wc.experiment)
+        ),
     message:
         "Predicting the test and OOD sets with every {wildcards.method} ({wildcards.variant}-mode) sample of {wildcards.experiment}"
     script:

@@ -51,6 +51,7 @@ rule minmass:
 rule minmass_report:
     input:
         table=f"{RESULTS}/{{experiment}}/minmass/masses.parquet",
+        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
     output:
         figure=report(
             f"{RESULTS}/{{experiment}}/report/minmass.png",

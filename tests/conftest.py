@@ -105,6 +105,21 @@ def workflow_config(experiments, analyses=None, **top):
     }
 
 
+def random_images(n, seed):
+    """`n` random 28 x 28 grey images, labels cycling over 10 classes, fixed statistics."""
+    from symbnn.data.core import ImageData
+
+    g = torch.Generator().manual_seed(seed)
+    return ImageData(
+        torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8),
+        torch.arange(n) % 10,
+        10,
+        (0.5,),
+        (0.25,),
+        f"set{seed}",
+    )
+
+
 def assert_sample_contract(samples, reference, count):
     """A sampler's output: the model's state-dict names in order, `count` finite CPU samples of
     each tensor's shape and dtype."""

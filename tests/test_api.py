@@ -98,6 +98,7 @@ def test_random_symmetry_moves_each_network_of_a_stack(tiny):
     state = random_state(spec, 3, seed=4)
     moved, transform = api.random_symmetry(state, spec, seed=5, return_transform=True)
     assert transform["perms"]["conv2"].shape == (3, 10) and transform["shift"].shape == (3,)
+    assert transform["weight_shift"].shape == (3, 3)  # fc2's rows: fc1's 3 units
     x = torch.randn(4, 1, 28, 28, dtype=torch.float64)
     y, z = outputs(spec, state, x).log_softmax(-1), outputs(spec, moved, x).log_softmax(-1)
     assert relative_difference(y, z) < 1e-9
@@ -107,6 +108,7 @@ def test_random_symmetry_moves_each_network_of_a_stack(tiny):
     state = model.state_dict()
     alone = api.random_symmetry(model, sym, seed=6, scale=False, shift=False)
     assert torch.equal(alone["head.bias"], state["head.bias"])  # no shift asked for
+    torch.testing.assert_close(alone["head.weight"].sum(1), state["head.weight"].sum(1))  # no v
     assert alone._metadata == state._metadata  # module versions, for load_state_dict
     assert relative_difference(run(model, state, x), run(model, alone, x)) < 1e-12
 
@@ -120,8 +122,11 @@ def test_canonical_form_of_a_sliced_structure(tiny):
     for t in sym.tensors:
         assert torch.allclose(first.state[t], second.state[t], rtol=1e-9, atol=1e-12), t
     assert relative_difference(run(model, state, x), run(model, first.state, x)) < 1e-9
-    with pytest.raises(ValueError, match="plain view"):
-        canonicalize(state, sym)  # the engine itself reads whole axes
+    # The engine takes the plain view itself: the API adds nothing but the state's metadata.
+    engine = canonicalize(state, sym)
+    assert all(torch.equal(engine.state[t], first.state[t]) for t in sym.tensors)
+    assert float(first.state["head.weight"].sum(0).abs().max()) < 1e-15
+    assert first.softmax_weight_shift.shape == (28,)
 
 
 def test_canonical_form_of_a_stack_matches_the_engine():
@@ -142,7 +147,7 @@ def test_min_mass_matches_the_engine_and_keeps_the_function(tiny):
     model, sym, x = tiny
     state = {k: v.clone() for k, v in model.state_dict().items()}
     result = api.min_mass(model, sym)
-    assert float(result.mass_after) < float(result.mass_before) and bool(result.converged)
+    assert float(result.mass_after) < float(result.mass_before) and bool(result.solver_converged)
     assert {k: v.shape for k, v in result.state.items()} == {k: v.shape for k, v in state.items()}
     assert relative_difference(run(model, state, x), run(model, result.state, x)) < 1e-9
     # The min-mass network is a fixed point: its own min-mass moves nothing.
@@ -165,6 +170,7 @@ def test_count_symmetries(tiny):
     _, sym, _ = tiny
     counts = api.count_symmetries(sym)
     assert counts["softmax_shift"] and len(counts["groups"]) == 2
+    assert counts["softmax_dof"] == 7 * 2 * 2 + 1  # head.weight's columns and head.bias
     assert counts["log10_permutations"] == pytest.approx(
         total_symmetries(sym)["log10_permutations"]
     )

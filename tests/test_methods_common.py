@@ -39,11 +39,15 @@ def test_registry_variants_and_shares():
     )
     assert registry.configured_methods(cfg) == ["dropout", "de"]
     assert registry.variants("de") == ("multi",)
-    assert registry.mode_shares("dropout", "single", cfg) == [10]
+    # single-mode: all 10 samples at each of the 4 modes (one posterior per mode)
+    assert registry.mode_shares("dropout", "single", cfg) == [10] * 4
     assert registry.mode_shares("dropout", "multi", cfg) == [3, 3, 2, 2]
     assert registry.mode_shares("de", "multi", cfg) == [1] * 10
-    assert mode_blocks("de", "multi", cfg) == [list(range(10))]
-    assert mode_blocks("dropout", "multi", cfg) == [[0], [1], [2], [3]]
+    # one fit per mode serves both variants; a method sampling while fitting draws the most
+    assert registry.fit_counts("dropout", cfg) == [10] * 4
+    assert registry.fit_counts("de", cfg) == [1] * 10
+    assert mode_blocks("de", cfg) == [list(range(10))]
+    assert mode_blocks("dropout", cfg) == [[0], [1], [2], [3]]
     assert registry.settings_class("swag") is Swag
     assert registry.fit_settings("dropout", cfg) == {"rate": 0.1, "layers": 1}
     with pytest.raises(ValueError, match="unknown method 'mcmc'"):
@@ -57,7 +61,7 @@ def test_registry_variants_and_shares():
 def test_sampling_only_settings_are_not_fit_settings():
     cfg = Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0.5}}, "m")
     fit = registry.fit_settings("swag", cfg)
-    assert "scale" not in fit and "bn_update" not in fit and fit["epochs"] == 10
+    assert "scale" not in fit and "bn_update" not in fit and fit["snapshots"] == 20
 
 
 def _problem():
@@ -144,6 +148,7 @@ def test_select_mode_skips_non_converged_networks(tmp_path, optunet_store):
 
 def _experiment():
     experiment = tiny_experiment(n_samples=4)
+    experiment["model"] = {"name": "optunet"}  # the pool fixture holds OptuNets
     experiment["methods"] = {"n_samples": 4, "modes": 2, "pool": 6, "first_seed": 50, "de": {}}
     return Experiment.parse(experiment, "tiny")
 
@@ -279,4 +284,4 @@ def test_cli_sample_trains_a_missing_pool_and_predicts(tmp_path, capsys, monkeyp
             str(tmp_path / "config.yaml"),
         ]
     )
-    assert code == 2 and "no experiment 'nope'" in capsys.readouterr().err
+    assert code == 1 and "no experiment 'nope'" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
 from symbnn.methods import sghmc
 from symbnn.methods.base import Mode, Problem
-from symbnn.settings import Recipe
+from symbnn.settings import Recipe, Sghmc
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -145,7 +145,7 @@ def test_sample_mode_stores_batchnorm_buffers():
         ({"friction": 1.5}, "sghmc.friction"),
         ({"friction": 0}, "sghmc.friction"),
         ({"temperature": -0.1}, "sghmc.temperature"),
-        ({"prior_precision": float("nan")}, "sghmc.prior_precision"),
+        ({"weight_decay": float("nan")}, "sghmc.weight_decay"),
         ({"burn_in_epochs": 1.5}, "sghmc.burn_in_epochs"),
         ({"thinning_steps": 0}, "sghmc.thinning_steps"),
         ({"thinning_steps": True}, "sghmc.thinning_steps"),
@@ -157,3 +157,24 @@ def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
     problem, mode = problem_and_mode
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         sample_with("sghmc", problem, mode, 1, settings, seed=0)
+
+
+def test_step_and_prior_scale_with_the_training_set_size():
+    """The settings are per example: the step on the summed potential is lr / N and the prior
+    precision N * weight_decay, both defaulting to the recipe's last rate and weight decay."""
+    recipe = Recipe(epochs=4, batch_size=8, lr=0.04, weight_decay=2e-4, milestones=(2,), gamma=0.5)
+    lr, precision = sghmc.scaled(Sghmc(), recipe, 4000)
+    assert lr == pytest.approx(0.02) and precision == pytest.approx(0.8)
+    assert sghmc.scaled(Sghmc(), recipe, 60_000)[1] == pytest.approx(12.0)
+    lr, precision = sghmc.scaled(Sghmc(lr=0.1, weight_decay=0.0), recipe, 4000)
+    assert (lr, precision) == (0.1, 0.0)
+
+
+def test_a_longer_chain_starts_with_the_shorter_ones_samples(problem_and_mode):
+    """Prefix-stable: one chain serves the single-mode variant (n samples) and the multi-mode
+    variant (its first n / modes)."""
+    problem, mode = problem_and_mode
+    short = sample_with("sghmc", problem, mode, 2, QUICK, seed=0)
+    long = sample_with("sghmc", problem, mode, 4, QUICK, seed=0)
+    for name in short:
+        torch.testing.assert_close(long[name][:2], short[name], rtol=0, atol=0)

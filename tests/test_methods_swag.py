@@ -56,20 +56,22 @@ def test_deviations_before_the_buffer_fills_and_diagonal_only():
         diagonal, vectors = collected(6, 4, rank=rank)
         assert diagonal.deviations.shape == (4, rank)
         np.testing.assert_allclose(
-            diagonal.covariance(0.3).numpy(), 0.3 * np.diag(vectors.var(0)) / 2, rtol=1e-9
+            diagonal.covariance(0.3).numpy(), 0.3 * np.diag(vectors.var(0)), rtol=1e-9
         )
         x = diagonal.sample(20_000, torch.Generator().manual_seed(0), 0.3).numpy()
         # off-diagonal sample covariance: 5 standard errors sqrt(S_ii S_jj / M)
-        var = 0.3 * vectors.var(0) / 2
+        var = 0.3 * vectors.var(0)
         off = np.cov(x, rowvar=False) - np.diag(np.diag(np.cov(x, rowvar=False)))
         np.testing.assert_array_less(np.abs(off), 5 * np.sqrt(np.outer(var, var) / 20_000))
 
 
 def test_samples_follow_the_swag_gaussian():
+    """The reference implementation's convention: covariance scale * (diag + D D^T / (K - 1)),
+    so that the paper's "scale 0.1" means what it meant there."""
     dim, rank, k, scale, draws = 4, 3, 10, 0.7, 100_000
     moments, vectors = collected(k, dim, rank, seed=1)
     d = numpy_deviations(vectors, rank)
-    expected_cov = scale * (np.diag(vectors.var(0)) / 2 + d @ d.T / (2 * (rank - 1)))
+    expected_cov = scale * (np.diag(vectors.var(0)) + d @ d.T / (rank - 1))
     np.testing.assert_allclose(
         moments.covariance(scale).numpy(), expected_cov, rtol=1e-9, atol=1e-12
     )
@@ -221,3 +223,19 @@ def test_bad_settings_raise_naming_the_key(problem_and_mode, settings, key):
     problem, mode = problem_and_mode
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         sample_with("swag", problem, mode, 1, {"epochs": 2, **settings}, seed=0)
+
+
+def test_schedule_ramps_linearly_to_the_high_rate_then_collects_evenly():
+    recipe = Recipe(epochs=4, batch_size=8, lr=0.04, milestones=(2,), gamma=0.25)  # ends at 0.01
+    lrs, collect = swag.schedule(Swag(ramp=0.25, snapshots=4), recipe, steps_per_epoch=5)
+    assert len(lrs) == 2 * 4 * 5  # twice the recipe's epochs by default
+    ramp = 10  # a quarter of the 40 steps
+    np.testing.assert_allclose(lrs[:ramp], 0.01 + 0.03 * np.arange(1, ramp + 1) / ramp)
+    assert all(lr == 0.04 for lr in lrs[ramp:])  # the recipe's initial rate
+    assert sorted(collect) == [ramp + 30 * k // 4 for k in range(1, 5)] and max(collect) == 40
+    lrs, _ = swag.schedule(Swag(epochs=3, lr=0.5, ramp=0.0, snapshots=2), recipe, 5)
+    assert lrs == [0.5] * 15
+    with pytest.raises(
+        ValueError, match="swag.snapshots must be <= the 5 SGD steps after the ramp"
+    ):
+        swag.schedule(Swag(epochs=2, ramp=0.5, snapshots=6), recipe, 5)

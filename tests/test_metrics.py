@@ -185,6 +185,7 @@ def test_uncertainty_metrics_by_hand():
             "accuracy": 0.5,
             "ece": (0.2 + 0.9) / 2,
             "brier": (0.08 + 1.62) / 2,
+            "nll": -(np.log(0.8) + np.log(0.1)) / 2,  # predictive p_0 = .8, .1
             "aupr": 1.0,  # msp: in .2, .1; out .5, .5
             "fpr95": 0.0,
             "idmi": sum(MI_IN) / 2,

@@ -2,30 +2,20 @@
 truncated chunk or NaN probabilities, as they do for weight stores."""
 
 import numpy as np
+import pytest
 import torch
 import zarr
+from conftest import random_images
 
 from symbnn.cli import main
 from symbnn.data.core import ImageData
 from symbnn.predictions import is_predictions, write_predictions
 
 
-def images(n, seed):
-    g = torch.Generator().manual_seed(seed)
-    return ImageData(
-        torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8),
-        torch.arange(n) % 10,
-        10,
-        (0.5,),
-        (0.25,),
-        f"set{seed}",
-    )
-
-
 def predictions(optunet_store, tmp_path):
     store, _ = optunet_store("samples.zarr", n=3)
     return write_predictions(
-        store.path, tmp_path / "pred.zarr", images(20, 0), images(8, 1), batch=7
+        store.path, tmp_path / "pred.zarr", random_images(20, 0), random_images(8, 1), batch=7
     ), store
 
 
@@ -77,3 +67,43 @@ def test_ood_images_go_through_the_in_distribution_normalisation(optunet_store, 
         own = torch.softmax(model(ood.normalize(ood.images)), 1).numpy()
     got = open_predictions(tmp_path / "p.zarr").read("ood")[0].astype(np.float64)
     assert np.allclose(got, expected, atol=2e-3) and not np.allclose(got, own, atol=2e-3)
+
+
+def test_linearised_predictions_expand_each_sample_at_its_pool_mode(optunet_store, tmp_path):
+    """Samples record their mode's pool seed; with `linearise_at` each is predicted through
+    the network linearised there: at the mode itself that is the network, away from it the
+    first-order expansion (`symbnn.linearise`), not the sampled network."""
+    from symbnn.linearise import linearised_logits
+    from symbnn.models import build_model
+    from symbnn.predictions import open_predictions
+    from symbnn.store import StoreError, write_store
+
+    pool, modes = optunet_store("pool.zarr", n=3, first_seed=10)
+    # samples 0, 1 at pool seed 11 (sample 0 is the mode itself), sample 2 at seed 12
+    rows = [1, 1, 2]
+    g = torch.Generator().manual_seed(3)
+    state = {name: t[rows].clone() for name, t in modes.items()}
+    for t in state.values():
+        t[1:] += 0.05 * torch.randn(t[1:].shape, generator=g)
+    info = {"mode_index": np.array([0, 0, 1]), "mode_seed": np.array([11, 11, 12])}
+    attrs = {"experiment": "t", "architecture": {"name": "optunet"}, "method": "laplace"}
+    samples = write_store(tmp_path / "s.zarr", state, info, attrs)
+    test, ood = random_images(9, 0), random_images(5, 1)
+    write_predictions(samples.path, tmp_path / "lin.zarr", test, ood, linearise_at=pool.path)
+    write_predictions(samples.path, tmp_path / "raw.zarr", test, ood)
+    lin, raw = open_predictions(tmp_path / "lin.zarr"), open_predictions(tmp_path / "raw.zarr")
+    assert lin.attrs["predictive"] == "linearised" and raw.attrs["predictive"] == "sampled"
+    np.testing.assert_allclose(lin.read("test")[0], raw.read("test")[0], atol=1e-3)
+    model = build_model({"name": "optunet"}).eval()
+    x = test.normalize(test.images)
+    for k in (1, 2):
+        mode = {name: t[rows[k]] for name, t in modes.items()}
+        sample = {name: t[k] for name, t in state.items()}
+        expected = torch.softmax(linearised_logits(model, mode, sample, x), 1).numpy()
+        np.testing.assert_allclose(lin.read("test")[k], expected, atol=1e-3)
+    assert not np.allclose(lin.read("test")[1:], raw.read("test")[1:], atol=1e-3)
+    # a sample whose mode is not in the pool names the seed
+    other, _ = optunet_store("other.zarr", n=2, first_seed=50)
+    with pytest.raises(StoreError, match="no pool network has seed 11"):
+        write_predictions(samples.path, tmp_path / "x.zarr", test, ood, linearise_at=other.path)
+    assert not (tmp_path / "x.zarr").exists()

@@ -43,9 +43,9 @@ def job_stats(output):
 
 def expected_jobs(experiment):
     """Jobs of the rules whose number follows from the config: one training job per shard
-    of the target and of the pool; per method one fit job for the single-mode variant and
-    one per mode for the multi-mode one (Deep Ensembles: one multi-mode job); per (method,
-    variant) one draw, prediction, canonical form and MMD."""
+    of the target and of the pool; per method one fit job per mode, shared by its single- and
+    multi-mode variants (Deep Ensembles: one job); per (method, variant) one draw,
+    prediction, canonical form and MMD."""
     posterior, methods = experiment["posterior"], experiment["methods"]
     trained = [m for m in ("dropout", "bnn", "sghmc", "swag", "laplace") if m in methods]
     pairs = 2 * len(trained) + ("de" in methods)
@@ -54,7 +54,7 @@ def expected_jobs(experiment):
         "train_pool_shard": math.ceil(
             methods["pool"] / min(methods["pool"], posterior["shard_size"])
         ),
-        "fit": len(trained) * (1 + methods["modes"]) + ("de" in methods),
+        "fit": len(trained) * methods["modes"] + ("de" in methods),
     }
     for rule in (
         "gather_posterior",

@@ -74,10 +74,14 @@ def test_full_configs_use_the_paper_recipes():
         (15, 30),
         0.5,
     )
-    assert OPTUNET_MNIST.momentum == 0 and not OPTUNET_MNIST.nesterov and not OPTUNET_MNIST.augment
+    assert (
+        OPTUNET_MNIST.momentum == 0
+        and not OPTUNET_MNIST.nesterov
+        and OPTUNET_MNIST.augment == "crop"
+    )
     r = RESNET18_CIFAR100
     assert (r.epochs, r.batch_size, r.lr, r.momentum, r.nesterov) == (75, 128, 0.1, 0.9, True)
-    assert (r.weight_decay, r.milestones, r.gamma, r.augment) == (5e-4, (25, 50), 0.1, True)
+    assert (r.weight_decay, r.milestones, r.gamma, r.augment) == (5e-4, (25, 50), 0.1, "crop_flip")
 
 
 def test_recipes_round_trip_and_replace():
@@ -117,7 +121,10 @@ def test_recipes_round_trip_and_replace():
             "milestones: only schedule multistep",
         ),
         ({"epochs": 1, "batch_size": 8, "lr": 0.1, "gamma": 0}, "gamma: must lie in \\(0, 1\\]"),
-        ({"epochs": 1, "batch_size": 8, "lr": 0.1, "augment": 1}, "augment: expected true"),
+        (
+            {"epochs": 1, "batch_size": 8, "lr": 0.1, "augment": True},
+            "augment: must be one of none, crop, crop_flip",
+        ),
     ],
 )
 def test_recipe_errors_name_the_key(config, message):
@@ -217,6 +224,10 @@ def test_augment_crops_and_flips_within_the_padded_image():
         torch.equal(unpadded[b], images[b]) or torch.equal(unpadded[b], images[b].flip(-1))
         for b in range(2)
     )
+    # "crop" (the paper's MNIST recipe) never mirrors
+    many = images.repeat(20, 1, 1, 1)
+    crops = augment_crop_flip(many, torch.Generator().manual_seed(2), "crop", padding=0)
+    assert torch.equal(crops, many)
 
 
 # ---------------------------------------------------------------- the stacked OptuNet
@@ -407,7 +418,13 @@ def test_train_seeds_result_layout_and_learning():
 def test_models_with_buffers_take_the_loop():
     data = stripes(8, 0, size=16, channels=3)
     recipe = Recipe(
-        epochs=1, batch_size=4, lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4, augment=True
+        epochs=1,
+        batch_size=4,
+        lr=0.1,
+        momentum=0.9,
+        nesterov=True,
+        weight_decay=5e-4,
+        augment="crop_flip",
     )
     spec = {"name": "resnet18", "num_classes": 10}
     batched = train_seeds(spec, recipe, data, data, [0], batched=True)

@@ -1,4 +1,4 @@
-"""Rule fit: one block of modes of a method's variant, fitted; the fits saved for drawing.
+"""Rule fit: one block of modes of a method, fitted; the fits saved for drawing.
 Everything that shapes the fit comes from params (the rerun trigger); a sampling-only setting
 the params leave out takes its default, which the fit does not read."""
 
@@ -27,6 +27,8 @@ with log_to(snakemake.log[0]):
         env.data_root,
         env.download,
         env.device,
+        fit.get("min_accuracy", 0.0),
+        fit.get("retries", 0),
     )
     fits = fit_block(
         problem,
@@ -34,7 +36,7 @@ with log_to(snakemake.log[0]):
         settings_class(method).parse(fit["settings"], f"methods.{method}"),
         fit["modes"],
         fit["seed"],
-        fit.get("shares"),
+        fit.get("counts"),
         snakemake.input.pool,
         converged_rows(snakemake.input.converged),
     )

@@ -27,11 +27,19 @@ with log_to(snakemake.log[0]):
     )
     training = snakemake.params.training
     recipe = analysis_recipe(settings, Recipe.parse(training["recipe"], "recipe"))
-    train, _ = load_in_distribution(
+    train, test = load_in_distribution(
         Data.parse(training["data"], "data"), env.data_root, env.download
     )
     device = resolve_device(env.device)
-    table, permutations = run_frequency(training["model"], recipe, train, settings, device)
+    table, permutations = run_frequency(
+        training["model"],
+        recipe,
+        train,
+        settings,
+        device,
+        test=test,
+        min_accuracy=snakemake.params.min_accuracy,
+    )
     write_table(table, snakemake.output.table)
     write_table(permutations, snakemake.output.permutations)
     milestones = milestone_steps(recipe, len(train))

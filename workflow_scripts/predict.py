@@ -23,6 +23,10 @@ with log_to(snakemake.log[0]):
         ood,
         device=resolve_device(env.device),
         batch=predict_batch(snakemake),
+        # a linearised predictive (Laplace) expands each sample's network at its pool mode
+        linearise_at=snakemake.input.get("pool")
+        if snakemake.params.predictive == "linearised"
+        else None,
     )
     accuracy = open_predictions(snakemake.output.predictions).read("test_accuracy")
     print(

@@ -8,6 +8,8 @@ The predictive is p(x) = mean_k p_k(x). Definitions:
   (b/B, (b+1)/B], except the first, [0, 1/B] (a confidence of exactly 1 falls in the last bin);
   ECE = sum_b |B_b|/N |acc(B_b) - conf(B_b)|.
 - Brier: mean over inputs of sum_c (p_c - onehot(y)_c)^2 (range [0, 2]).
+- NLL: mean over inputs of -log p_y(x), the predictive's probability of the label, floored at
+  2^-24 (float16 storage rounds smaller probabilities to 0).
 - entropy: H(p) = -sum_c p_c log p_c, natural log, 0 log 0 = 0.
 - mutual information: MI(x) = H(p(x)) - mean_k H(p_k(x)) in nats; IDMI and OODMI are its means
   over the in-distribution and the OOD set.
@@ -42,8 +44,12 @@ from typing import Any
 import numpy as np
 import torch
 
-SCORES = ("msp", "entropy", "mi")
-DEFAULT_BINS = 15
+from symbnn.settings import Metrics
+
+SCORES = Metrics.choices("ood_score")
+DEFAULT_BINS = Metrics().bins
+# the smallest positive float16: stored probabilities below it read as 0
+NLL_FLOOR = 2.0**-24
 # Row-sum tolerance: float16/bfloat16 keep ~3 (resp. ~2) significant digits per probability.
 LOW_PRECISION_ATOL = 1e-2
 ATOL = 1e-4
@@ -263,6 +269,8 @@ def _per_input(
                 out["correct"] = (pred == yb).to(torch.float64)
                 onehot = torch.nn.functional.one_hot(yb, c).to(torch.float64)
                 out["brier"] = ((p - onehot) ** 2).sum(-1)
+                p_label = p.gather(-1, yb[:, None])[:, 0]
+                out["nll"] = -torch.log(p_label.clamp_min(NLL_FLOOR))
             if want & {"entropy", "mi"}:
                 out["entropy"] = _entropy(p)
             if "mi" in want:
@@ -336,7 +344,7 @@ def _score_from(stats: dict[str, torch.Tensor], kind: str) -> torch.Tensor:
     return 1 - stats["conf"] if kind == "msp" else stats[_score_key(kind)]
 
 
-def ood_scores(probs: Any, kind: str = "msp", *, batch: int | None = None) -> Any:
+def ood_scores(probs: Any, kind: str = Metrics().ood_score, *, batch: int | None = None) -> Any:
     """Per-input OOD score (N,), higher = more OOD: "msp" 1 - max_c p_c, "entropy" H(p), "mi"
     mutual information. ``probs`` is (K, N, C), or (N, C) for "msp" and "entropy"."""
     key = _score_key(kind)
@@ -397,7 +405,7 @@ def uncertainty_metrics(
     probs_in: Any,
     labels: Any,
     probs_out: Any,
-    score: str = "msp",
+    score: str = Metrics().ood_score,
     *,
     bins: int = DEFAULT_BINS,
     batch: int | None = None,
@@ -405,7 +413,8 @@ def uncertainty_metrics(
 ) -> dict[str, float]:
     """All metrics of an ensemble: ``probs_in`` (K, N, C) on the in-distribution test set with
     (N,) ``labels``, ``probs_out`` (K, M, C) on the OOD set, OOD ``score`` "msp", "entropy" or
-    "mi". Returns accuracy, ece, brier, aupr, fpr95, idmi, oodmi (MI in nats) as floats. ``names``
+    "mi". Returns accuracy, ece, brier, nll, aupr, fpr95, idmi, oodmi (NLL and MI in nats)
+    as floats. ``names``
     name the two arrays in error messages."""
     key = _score_key(score)
     bins = _check_bins(bins)
@@ -422,7 +431,7 @@ def uncertainty_metrics(
     s_in, _ = _per_input(
         probs_in,
         name_in,
-        {"conf", "correct", "brier", "mi", key},
+        {"conf", "correct", "brier", "nll", "mi", key},
         ndim=(3,),
         labels=labels,
         batch=batch,
@@ -432,6 +441,7 @@ def uncertainty_metrics(
         "accuracy": float(s_in["correct"].mean()),
         "ece": _ece_from(s_in["conf"], s_in["correct"], bins),
         "brier": float(s_in["brier"].mean()),
+        "nll": float(s_in["nll"].mean()),
         "aupr": aupr(_score_from(s_in, score), _score_from(s_out, score)),
         "fpr95": fpr_at_95(_score_from(s_in, score), _score_from(s_out, score)),
         "idmi": float(s_in["mi"].mean()),

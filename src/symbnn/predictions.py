@@ -2,7 +2,8 @@
 
 A predictions store is a Zarr group written atomically (like weight stores):
 
-    <store>/zarr.json      attrs: format, experiment, method, variant, n_samples, num_classes
+    <store>/zarr.json      attrs: format, experiment, method, variant, n_samples, num_classes,
+                           predictive ("sampled", or "linearised" at each sample's mode)
     <store>/test           float16 (S, N, C) softmax probabilities on the in-distribution test set
     <store>/ood            float16 (S, M, C) the same on the out-of-distribution set
     <store>/labels         int64 (N,) test labels
@@ -11,6 +12,10 @@ A predictions store is a Zarr group written atomically (like weight stores):
 One chunk per sample (or per block of rows for large test sets), written sample by sample,
 so memory stays bounded by one sample's predictions whatever S is. float16 keeps three
 significant digits of each probability, more than the metrics' reporting precision.
+
+Integrity as for weight stores (`symbnn.store`): every chunk is written with a crc32c checksum
+(attribute ``checksum: crc32c``); opening checks the shapes against the attributes and that
+every chunk file exists, reads verify checksums, `Predictions.validate` reads every chunk.
 """
 
 from __future__ import annotations
@@ -26,12 +31,29 @@ import torch
 import zarr
 
 from symbnn.data.core import ImageData
+from symbnn.linearise import linearised_logits
 from symbnn.models import build_model
 from symbnn.progress import progress
-from symbnn.store import StoreError, open_store, staged_folder
+from symbnn.store import (
+    ARRAY_CONFIG,
+    CHECKSUM,
+    CHECKSUM_CODECS,
+    REMEDY,
+    ArrayLayout,
+    Store,
+    StoreError,
+    check_chunks_present,
+    open_store,
+    read_error,
+    read_layout,
+    staged_folder,
+    unverified_notes,
+    writing,
+)
 
 FORMAT = "symbnn-predictions"
 CHUNK_BYTES = 8 * 2**20
+ARRAYS = ("test", "ood", "labels", "test_accuracy")
 
 
 @torch.no_grad()
@@ -54,6 +76,65 @@ def predict_probabilities(
     return torch.cat(out)
 
 
+@torch.no_grad()
+def predict_linearised(
+    model: torch.nn.Module,
+    mode: dict[str, torch.Tensor],
+    sample: dict[str, torch.Tensor],
+    data: ImageData,
+    batch: int = 1000,
+    normalized_like: ImageData | None = None,
+) -> torch.Tensor:
+    """(N, C) float32 softmax probabilities of the network linearised at `mode`, evaluated at
+    `sample` (`symbnn.linearise`): the Laplace approximation's predictive. State dicts and
+    `model` on one device; normalisation as in `predict_probabilities`."""
+    model.eval()
+    device = next(iter(mode.values())).device
+    normalize = (normalized_like or data).normalize
+    out = []
+    for start in range(0, len(data), batch):
+        images = normalize(data.images[start : start + batch].to(device))
+        logits = linearised_logits(model, mode, sample, images)
+        out.append(torch.softmax(logits.float(), dim=1).cpu())
+    return torch.cat(out)
+
+
+class ModesBySeed:
+    """The networks samples are linearised at: pool networks looked up by the seed recorded
+    in each sample's ``mode_seed``, loaded once each, on `device`."""
+
+    def __init__(self, pool_path: str | os.PathLike, samples: Store, device: str) -> None:
+        if "mode_seed" not in samples.info_names:
+            raise StoreError(
+                f"{samples.path}: a linearised predictive needs each sample's mode "
+                "(info mode_seed), which this store does not record"
+            )
+        self.pool = open_store(pool_path)
+        self.pool.check_architecture()
+        if self.pool.architecture != samples.architecture:
+            raise StoreError(
+                f"{pool_path}: architecture {self.pool.architecture} is not the samples' "
+                f"({samples.path}: {samples.architecture})"
+            )
+        seeds = self.pool.info("seed").tolist()
+        self.row_of_seed = {int(seed): row for row, seed in enumerate(seeds)}
+        self.mode_seed = samples.info("mode_seed").tolist()
+        self.device, self.cache = device, {}
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        seed = int(self.mode_seed[index])
+        if seed not in self.row_of_seed:
+            raise StoreError(f"{self.pool.path}: no pool network has seed {seed} (sample {index})")
+        if seed not in self.cache:
+            state = self.pool.state_dict(self.row_of_seed[seed])
+            self.cache = {seed: _on(state, self.device)}  # samples come grouped by mode
+        return self.cache[seed]
+
+
+def _on(state: dict[str, Any], device: str) -> dict[str, torch.Tensor]:
+    return {name: torch.as_tensor(np.asarray(t)).to(device) for name, t in state.items()}
+
+
 def _rows_per_chunk(n: int, c: int) -> int:
     return max(1, min(n, CHUNK_BYTES // max(1, 2 * c)))
 
@@ -66,29 +147,52 @@ def write_predictions(
     *,
     device: str = "cpu",
     batch: int = 1000,
+    linearise_at: str | os.PathLike | None = None,
 ) -> Path:
-    """Predict every sample of the weight store at `samples_path` on `test` and `ood`."""
+    """Predict every sample of the weight store at `samples_path` on `test` and `ood`: with
+    the sampled network, or, given `linearise_at` (a pool store), with the network linearised
+    at the sample's mode (the pool network whose seed the sample's ``mode_seed`` records)."""
     samples = open_store(samples_path)
+    samples.check_architecture()
     out_path = Path(out_path)
     model = build_model(samples.architecture).to(device)
+    modes = None if linearise_at is None else ModesBySeed(linearise_at, samples, device)
     s, num_classes = samples.n_samples, test.num_classes
-    with staged_folder(out_path, overwrite=True) as tmp:
+    with staged_folder(out_path, overwrite=True) as tmp, writing(out_path):
         group = zarr.open_group(tmp, mode="w", zarr_format=3)
+
+        def create(name, shape, dtype, chunks=None):
+            return group.create_array(
+                name,
+                shape=shape,
+                dtype=dtype,
+                chunks=chunks or "auto",
+                compressors=CHECKSUM_CODECS,
+                config=ARRAY_CONFIG,
+            )
+
         arrays = {}
         for name, data in (("test", test), ("ood", ood)):
             n = len(data)
-            arrays[name] = group.create_array(
+            arrays[name] = create(
                 name,
-                shape=(s, n, num_classes),
-                dtype="float16",
-                compressors=None,
-                chunks=(1, _rows_per_chunk(n, num_classes), num_classes),
+                (s, n, num_classes),
+                "float16",
+                (1, _rows_per_chunk(n, num_classes), num_classes),
             )
         accuracy = np.zeros(s, dtype=np.float32)
         for index in progress(range(s), desc="predict", unit="sample"):
-            model.load_state_dict(samples.state_dict(index))
+            if modes is None:
+                model.load_state_dict(samples.state_dict(index))
+            else:
+                sample = _on(samples.state_dict(index), device)
             for name, data in (("test", test), ("ood", ood)):
-                probs = predict_probabilities(model, data, device, batch, normalized_like=test)
+                if modes is None:
+                    probs = predict_probabilities(model, data, device, batch, normalized_like=test)
+                else:
+                    probs = predict_linearised(
+                        model, modes[index], sample, data, batch, normalized_like=test
+                    )
                 if not torch.isfinite(probs).all():
                     raise StoreError(
                         f"{samples_path}: sample {index} predicts NaN or inf on the {name} set"
@@ -96,18 +200,16 @@ def write_predictions(
                 arrays[name][index] = probs.to(torch.float16).numpy()
                 if name == "test":
                     accuracy[index] = float((probs.argmax(1) == test.labels).double().mean())
-        group.create_array("labels", shape=(len(test),), dtype="int64", compressors=None)[...] = (
-            test.labels.numpy()
-        )
-        group.create_array("test_accuracy", shape=(s,), dtype="float32", compressors=None)[...] = (
-            accuracy
-        )
+        create("labels", (len(test),), "int64")[...] = test.labels.numpy()
+        create("test_accuracy", (s,), "float32")[...] = accuracy
         group.attrs.update(
             {
                 "format": FORMAT,
                 "source": str(samples_path),
                 "n_samples": s,
                 "num_classes": num_classes,
+                "checksum": CHECKSUM,
+                "predictive": "sampled" if modes is None else "linearised",
                 **{
                     key: samples.attrs[key]
                     for key in ("experiment", "method", "variant")
@@ -118,12 +220,60 @@ def write_predictions(
     return out_path
 
 
+class CheckedArray:
+    """A predictions array for reading: indexing as a Zarr array, with a failed read (a
+    damaged chunk) reported as a StoreError naming the store, array and chunk."""
+
+    def __init__(self, array: zarr.Array, layout: ArrayLayout) -> None:
+        self._array, self.layout = array, layout
+
+    shape = property(lambda self: self._array.shape)
+    dtype = property(lambda self: self._array.dtype)
+    ndim = property(lambda self: self._array.ndim)
+    chunks = property(lambda self: self._array.chunks)
+
+    def __len__(self) -> int:
+        return self._array.shape[0]
+
+    def __getitem__(self, selection: Any) -> np.ndarray:
+        try:
+            return np.asarray(self._array[selection])
+        except IndexError as exc:
+            raise StoreError(f"{self.layout.store}: {self.layout.label}: {exc}") from exc
+        except Exception as exc:
+            raise read_error(self.layout, exc) from exc
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        values = self[...]
+        return values if dtype is None else values.astype(dtype)
+
+
+class CheckedGroup:
+    """The arrays of a predictions store by name (`CheckedArray` each) and its attributes."""
+
+    def __init__(self, group: zarr.Group, layouts: dict[str, ArrayLayout]) -> None:
+        self._group, self._layouts = group, layouts
+        self._arrays: dict[str, CheckedArray] = {}
+        self.attrs = dict(group.attrs)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._layouts
+
+    def __getitem__(self, name: str) -> CheckedArray:
+        if name not in self._layouts:
+            raise KeyError(name)
+        if name not in self._arrays:
+            self._arrays[name] = CheckedArray(self._group[name], self._layouts[name])
+        return self._arrays[name]
+
+
 @dataclass
 class Predictions:
-    """A predictions store opened for reading (arrays are read lazily)."""
+    """A predictions store opened for reading (arrays are read lazily, checksums verified)."""
 
     path: Path
-    group: zarr.Group
+    group: CheckedGroup
+    checksummed: bool = False
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -134,32 +284,32 @@ class Predictions:
         return int(self.group.attrs["n_samples"])
 
     def read(self, name: str, rows: Any = slice(None)) -> np.ndarray:
-        if name not in ("test", "ood", "labels", "test_accuracy"):
+        if name not in ARRAYS:
             raise KeyError(f"{self.path}: no predictions array {name!r}")
-        try:
-            return np.asarray(self.group[name][rows])
-        except Exception as exc:
-            raise StoreError(f"{self.path}: cannot read {name} (corrupted chunk?): {exc}") from exc
+        if name not in self.group:
+            raise StoreError(f"{self.path}: the predictions store has no {name} array")
+        return self.group[name][rows]
 
-    def validate(self) -> None:
-        """Read every chunk, sample by sample; raise StoreError naming the array and sample
-        when one is unreadable, has the wrong shape, or holds NaN/inf or rows not summing to 1."""
-        for name in ("test", "ood"):
-            array = self.group.get(name)
-            if array is None or array.ndim != 3 or array.shape[0] != self.n_samples:
-                raise StoreError(
-                    f"{self.path}: {name} must have shape ({self.n_samples}, N, C), "
-                    f"got {None if array is None else array.shape}"
-                )
-            for index in range(self.n_samples):
-                probs = self.read(name, index).astype(np.float32)
-                if not np.isfinite(probs).all():
-                    raise StoreError(f"{self.path}: {name}[{index}] holds NaN or inf")
-                if probs.size and np.abs(probs.sum(-1) - 1).max() > 1e-2:  # float16 storage
-                    raise StoreError(f"{self.path}: {name}[{index}] has rows that do not sum to 1")
-        for name in ("labels", "test_accuracy"):
-            if name in self.group:
-                self.read(name)
+    def validate(self) -> list[str]:
+        """Read every chunk; raise StoreError naming the array and chunk (or sample) when one
+        is damaged or holds NaN/inf or probability rows not summing to 1. Returns what could
+        not be verified (a store written before checksums), as `Store.validate` does."""
+        layouts = [self.group[name].layout for name in ARRAYS if name in self.group]
+        for layout in layouts:
+            array = self.group[layout.label]
+            for index in layout.indices():
+                block = array[layout.slices(index)]
+                if layout.label not in ("test", "ood"):
+                    continue
+                block = block.astype(np.float32)
+                first = layout.slices(index)[0].start
+                for offset, probs in enumerate(block):
+                    where = f"{layout.label}[{first + offset}]"
+                    if not np.isfinite(probs).all():
+                        raise StoreError(f"{self.path}: {where} holds NaN or inf")
+                    if probs.size and np.abs(probs.sum(-1) - 1).max() > 1e-2:  # float16 storage
+                        raise StoreError(f"{self.path}: {where} has rows that do not sum to 1")
+        return [] if self.checksummed else unverified_notes(layouts, "predictions store")
 
 
 def is_predictions(path: str | os.PathLike) -> bool:
@@ -171,20 +321,65 @@ def is_predictions(path: str | os.PathLike) -> bool:
     return meta.get("attributes", {}).get("format") == FORMAT
 
 
-def validate_any(path: str | os.PathLike) -> None:
-    """Read every chunk of a weight store or a predictions store, whichever `path` is."""
+def validate_any(path: str | os.PathLike) -> list[str]:
+    """Read every chunk of a weight store or a predictions store, whichever `path` is; raise
+    StoreError naming the damage, else return what could not be verified (empty when the
+    store has checksums)."""
     if is_predictions(path):
-        open_predictions(path).validate()
-    else:
-        open_store(path).validate(check_values=True)
+        return open_predictions(path).validate()
+    return open_store(path).validate(check_values=True)
 
 
 def open_predictions(path: str | os.PathLike) -> Predictions:
+    """Open a predictions store: its attributes, every array's shape against them and, for a
+    store written with checksums, the presence of every chunk are checked."""
     path = Path(path)
+    if not (path / "zarr.json").is_file():
+        raise StoreError(f"{path}: not a predictions store (no zarr.json; missing or half-written)")
     try:
         group = zarr.open_group(path, mode="r", zarr_format=3)
+        attrs = dict(group.attrs)
     except Exception as exc:
         raise StoreError(f"{path}: not a predictions store ({exc})") from exc
-    if group.attrs.get("format") != FORMAT:
-        raise StoreError(f"{path}: not a predictions store (format {group.attrs.get('format')!r})")
-    return Predictions(path, group)
+    if attrs.get("format") != FORMAT:
+        raise StoreError(f"{path}: not a predictions store (format {attrs.get('format')!r})")
+    counts = {}
+    for key in ("n_samples", "num_classes"):
+        value = attrs.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise StoreError(
+                f"{path}: attribute {key!r} is {value!r}, expected a positive integer "
+                "(the store is damaged or was not written by symbnn)"
+            )
+        counts[key] = value
+    s, c = counts["n_samples"], counts["num_classes"]
+    layouts = {
+        name: read_layout(path, name)
+        for name in ARRAYS
+        if name in ("test", "ood") or (path / name / "zarr.json").exists()
+    }
+    test = layouts["test"].shape
+    expected = {"test": (s, None, c), "ood": (s, None, c), "test_accuracy": (s,)}
+    if "labels" in layouts:
+        expected["labels"] = (test[1] if len(test) == 3 else None,)
+    for name, want in expected.items():
+        got = layouts[name].shape if name in layouts else None
+        if got is not None and (
+            len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want))
+        ):
+            shown = tuple("N" if w is None else w for w in want)
+            raise StoreError(
+                f"{path}: {name} has shape {got}, expected {shown} from the attributes "
+                f"(n_samples={s}, num_classes={c}) and the test array {test}: the store is "
+                "inconsistent"
+            )
+    checksummed = attrs.get("checksum") == CHECKSUM
+    if checksummed:
+        unchecked = [name for name, layout in layouts.items() if not layout.checksum]
+        if unchecked:
+            raise StoreError(
+                f"{path}: {unchecked[0]} has no crc32c checksum although the store says every "
+                f"array has one: the store is inconsistent; {REMEDY}"
+            )
+        check_chunks_present(list(layouts.values()))
+    return Predictions(path, CheckedGroup(group, layouts), checksummed)

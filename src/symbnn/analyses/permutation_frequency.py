@@ -25,6 +25,7 @@ from symbnn.data.core import ImageData
 from symbnn.settings import PermutationFrequency, Recipe
 from symbnn.symmetry import canonicalize, unit_groups
 from symbnn.train.batches import batch_bounds
+from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model
 
@@ -122,23 +123,51 @@ def milestone_steps(recipe: Recipe, n_train: int) -> list[int]:
     return [m * per_epoch for m in recipe.milestones]
 
 
+# seeds tried at most per run asked for, when runs do not converge
+MAX_TRIES_PER_RUN = 4
+
+
+def final_accuracy(
+    model_spec: dict[str, Any], state: dict[str, torch.Tensor], test: ImageData
+) -> float:
+    """Test accuracy of the last snapshot of a run."""
+    model = build_seeded_model(model_spec, 0)
+    model.load_state_dict({name: t[-1] for name, t in state.items()})
+    return accuracy(model, test)
+
+
 def run_frequency(
     model_spec: dict[str, Any],
     recipe: Recipe,
     train: ImageData,
     settings: PermutationFrequency,
     device: torch.device | str = "cpu",
+    test: ImageData | None = None,
+    min_accuracy: float = 0.0,
 ):
     """Two long tables: ``taus``, one row per (run, key, unit group, step) with the tau
     between the snapshot at ``step`` and the one before and the lr in force; ``perms``, the
-    sorting permutation itself at every snapshot (list column)."""
+    sorting permutation itself at every snapshot (list column). With `test`, only runs whose
+    final network reaches `min_accuracy` count (a dead run's units never move, tau = 1
+    throughout): seeds are tried in order until `settings.runs` runs converged."""
     import polars as pl
 
     taus, perms = [], []
-    for seed in range(settings.first_seed, settings.first_seed + settings.runs):
+    kept, tried = 0, 0
+    seed = settings.first_seed - 1
+    while kept < settings.runs:
+        seed, tried = seed + 1, tried + 1
+        if tried > MAX_TRIES_PER_RUN * settings.runs:
+            raise ValueError(
+                f"permutation frequency: {kept} of {tried - 1} runs converged (test accuracy "
+                f">= {min_accuracy}); {settings.runs} are asked for"
+            )
         state, steps, lrs = snapshots(
             model_spec, recipe, train, seed, settings.every_k_steps, device
         )
+        if test is not None and final_accuracy(model_spec, state, test) < min_accuracy:
+            continue
+        kept += 1
         for (key, group), p in sorting_permutations(state, model_spec).items():
             tau = consecutive_tau(p).numpy()
             taus.append(

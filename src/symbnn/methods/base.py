@@ -14,7 +14,7 @@ experiment's model, so samples live in the same store layout as the target poste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +29,17 @@ from symbnn.settings import Recipe
 
 @dataclass
 class Problem:
-    """The experiment a method samples for: model, the target recipe, the training data."""
+    """The experiment a method samples for: model, the target recipe, the training data; and
+    the test data with the target's convergence threshold, for the methods that train their
+    own network from scratch (their network must converge as the target's do)."""
 
     model_spec: dict[str, Any]
     recipe: Recipe
     train: ImageData
     device: str = "cpu"
+    test: ImageData | None = None
+    min_accuracy: float = 0.0
+    retries: int = 0
 
     def build(self, state: dict[str, torch.Tensor] | None = None) -> nn.Module:
         """A fresh model on `device`, loaded with `state` when given."""
@@ -55,6 +60,46 @@ class Mode:
 
 # what `fit` returns and `draw` reads back: tensors (and plain values) by name
 Fitted = dict[str, Any]
+
+
+def retry_seed(seed: int, attempt: int) -> int:
+    """The training seed of retry `attempt` (0: the mode's own seed), a function of both."""
+    if attempt == 0:
+        return int(seed)
+    state = np.random.SeedSequence([int(seed), int(attempt), _RETRY_TAG]).generate_state(1)
+    return int(state[0])
+
+
+_RETRY_TAG = 0x7265  # "re": separates retry seeds from every other derived seed
+
+
+def train_until_converged(
+    method: str,
+    problem: Problem,
+    seed: int,
+    train: Callable[[int], Any],
+    accuracy: Callable[[Any], float],
+) -> tuple[Any, int, float]:
+    """``train(seed')`` for seed' = the mode's seed, then fresh derived seeds, until the
+    trained object's test ``accuracy`` reaches the target's threshold (at most
+    ``problem.retries`` retries); returns (trained, seed used, accuracy). Raises when no
+    attempt converges; without test data, the first attempt is kept unchecked."""
+    tried = []
+    retries = problem.retries
+    for attempt in range(retries + 1):
+        used = retry_seed(seed, attempt)
+        trained = train(used)
+        if problem.test is None:
+            return trained, used, float("nan")
+        score = accuracy(trained)
+        tried.append(f"{used}: {score:.3f}")
+        if score >= problem.min_accuracy:
+            return trained, used, score
+    raise RuntimeError(
+        f"{method}: no training from mode seed {seed} reached test accuracy "
+        f"{problem.min_accuracy} in {retries + 1} attempts (seed: accuracy {', '.join(tried)}); "
+        "raise methods.retries or check the method's settings"
+    )
 
 
 def split_counts(n_samples: int, n_modes: int) -> list[int]:
@@ -80,12 +125,14 @@ def check_count(method: str, count: Any) -> int:
 
 
 def fitted_samples(method: str, fitted: Fitted, count: int) -> dict[str, torch.Tensor]:
-    """The samples a method drew in its fit, checked to be `count`."""
+    """The first `count` samples a method drew in its fit (its draws are prefix-stable)."""
     samples = fitted["samples"]
     got = {len(t) for t in samples.values()}
-    if got != {count}:
-        raise ValueError(f"{method}: the fit drew {sorted(got)} samples, {count} are asked for")
-    return samples
+    if len(got) != 1 or got.pop() < count:
+        raise ValueError(
+            f"{method}: the fit drew {sorted({len(t) for t in samples.values()})} samples, {count} are asked for"
+        )
+    return {name: t[:count] for name, t in samples.items()}
 
 
 def last_linear(model: nn.Module) -> tuple[str, nn.Linear]:

@@ -39,6 +39,7 @@ the trained q with a generator seeded by `seed`.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -48,8 +49,10 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from symbnn.methods.base import Fitted, Mode, Problem, generator
+from symbnn.data.core import ImageData
+from symbnn.methods.base import Fitted, Mode, Problem, generator, train_until_converged
 from symbnn.settings import Bnn
+from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model, check_seed
 
@@ -244,15 +247,33 @@ def train_bnn(problem: Problem, seed: int, settings: Bnn) -> MeanFieldBNN:
     return bnn.eval()
 
 
+def mean_accuracy(bnn: MeanFieldBNN, test: ImageData, device: str) -> float:
+    """Test accuracy of the network at q's means (the convergence check of a fit)."""
+    net = copy.deepcopy(bnn.net)
+    with torch.no_grad():
+        for name, mu in zip(bnn.names, bnn.mu):
+            net.get_parameter(name).copy_(mu)
+    return accuracy(net, test, device)
+
+
 def fit(problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
-    """Train q for seed `mode.seed` (mode.state is ignored): its means, rhos and the
+    """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
+    network at q's means reaches the target's convergence threshold: its means, rhos and the
     network's buffers."""
     settings.recipe.apply(problem.recipe)  # fail before training
-    bnn = train_bnn(problem, mode.seed, settings)
+    bnn, used, score = train_until_converged(
+        "bnn",
+        problem,
+        mode.seed,
+        lambda s: train_bnn(problem, s, settings),
+        lambda q: mean_accuracy(q, problem.test, problem.device),
+    )
     return {
         "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
         "mu": [m.detach().cpu() for m in bnn.mu],
         "rho": [r.detach().cpu() for r in bnn.rho],
+        "train_seed": used,
+        "test_accuracy": score,
     }
 
 
@@ -280,6 +301,7 @@ __all__ = [
     "noise_generator",
     "variational_model",
     "train_bnn",
+    "mean_accuracy",
     "fit",
     "draw",
 ]

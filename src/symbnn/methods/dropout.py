@@ -35,8 +35,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from symbnn.methods.base import Fitted, Mode, Problem, generator
+from symbnn.methods.base import Fitted, Mode, Problem, generator, train_until_converged
 from symbnn.settings import Dropout
+from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model, check_seed
 
@@ -137,10 +138,18 @@ def sample_trained(
 
 
 def fit(problem: Problem, mode: Mode, settings: Dropout, seed: int, count: int) -> Fitted:
-    """Train seed `mode.seed` with dropout (mode.state is ignored): the trained weights."""
+    """Train seed `mode.seed` with dropout (mode.state is ignored), retrying fresh seeds
+    until the network (dropout off) reaches the target's convergence threshold: its weights."""
     dropout_layers(problem.build(), settings.layers)  # validate before training
-    model = train_with_dropout(problem, mode.seed, settings.rate, settings.layers)
-    return {"state": {name: t.detach().cpu() for name, t in model.state_dict().items()}}
+    model, used, score = train_until_converged(
+        "dropout",
+        problem,
+        mode.seed,
+        lambda s: train_with_dropout(problem, s, settings.rate, settings.layers),
+        lambda m: accuracy(m, problem.test, problem.device),
+    )
+    state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
+    return {"state": state, "train_seed": used, "test_accuracy": score}
 
 
 def draw(

@@ -22,8 +22,13 @@ MODULES = {
 }
 METHOD_NAMES = tuple(MODULES)
 # methods whose samples come out of their fit (a chain, fixed members, or laplace-torch's
-# posterior, which is not stored): their sample counts are fit settings
+# posterior, which is not stored): their sample counts are fit settings. Their draws are
+# prefix-stable (the first c samples of a fit that drew n >= c are those a fit drawing c
+# would give), so one fit per mode serves both variants.
 SAMPLES_AT_FIT = ("sghmc", "laplace", "de")
+# methods that train their own network from scratch at a mode's seed: it must converge as
+# the target's networks do (fresh seeds are tried, `methods.retries`)
+TRAINS_FROM_SCRATCH = ("dropout", "bnn")
 LABELS = {
     "dropout": "MC Dropout",
     "bnn": "BNN",
@@ -59,13 +64,21 @@ def configured_methods(methods: Methods) -> list[str]:
 
 
 def mode_shares(method: str, variant: str, methods: Methods) -> list[int]:
-    """Samples drawn from each mode: all from mode 0 (single), split among `modes` modes
-    (multi), or one per member (Deep Ensembles)."""
+    """Samples drawn from each mode: all n_samples at every one of the `modes` modes
+    (single: one single-mode posterior per mode, reported over the modes), split among the
+    modes (multi), or one per member (Deep Ensembles)."""
     check_variant(method, variant)
     n = methods.n_samples
     if method == "de":
         return [1] * n
-    return [n] if variant == "single" else split_counts(n, methods.modes)
+    return [n] * methods.modes if variant == "single" else split_counts(n, methods.modes)
+
+
+def fit_counts(method: str, methods: Methods) -> list[int]:
+    """Samples each mode's fit draws when the method samples while fitting: the most any
+    variant takes from that mode (the others take a prefix)."""
+    shares = [mode_shares(method, variant, methods) for variant in variants(method)]
+    return [max(column) for column in zip(*shares)]
 
 
 def settings_of(method: str, methods: Methods) -> Section:
@@ -91,7 +104,25 @@ def samples_at_fit(method: str) -> bool:
 
 
 def fit_settings(method: str, methods: Methods) -> dict:
-    """The settings a method's fit reads (sampling-only keys left out): its rule's params."""
+    """The settings a method's fit reads (sampling- and prediction-only keys left out): its
+    rule's params."""
     section = settings_of(method, methods)
-    sampling = getattr(type(section), "SAMPLING_KEYS", ())
-    return {k: v for k, v in section.to_dict().items() if k not in sampling}
+    later = (*getattr(type(section), "SAMPLING_KEYS", ()), *prediction_keys(section))
+    return {k: v for k, v in section.to_dict().items() if k not in later}
+
+
+def prediction_keys(section: Section) -> tuple[str, ...]:
+    """Settings read only when predicting with the samples (not when fitting or drawing)."""
+    return getattr(type(section), "PREDICTION_KEYS", ())
+
+
+def draw_settings(method: str, methods: Methods) -> dict:
+    """The settings a method's draw reads: all but the prediction-only ones."""
+    section = settings_of(method, methods)
+    return {k: v for k, v in section.to_dict().items() if k not in prediction_keys(section)}
+
+
+def predictive(method: str, methods: Methods) -> str:
+    """How the metrics predict with the method's samples: "sampled" (each sample's network as
+    is) unless the method's settings say "linearised" (at the sample's mode)."""
+    return getattr(settings_of(method, methods), "predictive", "sampled")

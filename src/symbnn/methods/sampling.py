@@ -1,10 +1,12 @@
 """Sampling: a method fitted at its modes, then its samples drawn from the fits.
 
-The workflow runs one fit job per (experiment, method, variant, block of modes): one mode per
-block for the methods that train (so the modes of a multi-mode variant fit in parallel on a
-cluster), one block for all Deep Ensemble members (they only copy weights). One draw job per
-variant then writes the variant's sample store from every block's fits, so a setting used
-only when drawing reruns the draw, not the fits.
+The workflow runs one fit job per (experiment, method, block of modes): one mode per block
+for the methods that train (so the modes fit in parallel on a cluster), one block for all
+Deep Ensemble members (they only copy weights). Both variants draw from the same fits: the
+multi-mode variant its share of the samples at each mode, the single-mode variant all
+n_samples at every mode (one single-mode posterior per mode, reported over the modes). One
+draw job per variant writes the variant's sample store, so a setting used only when drawing
+reruns the draw, not the fits.
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.methods.base import Fitted, Problem, concat_states
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import mode_shares, module, settings_of
+from symbnn.methods.registry import fit_counts, mode_shares, module, settings_of
 from symbnn.progress import progress
 from symbnn.settings import Data, Experiment, Methods, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
 
 
-def mode_blocks(method: str, variant: str, methods: Methods) -> list[list[int]]:
+def mode_blocks(method: str, methods: Methods) -> list[list[int]]:
     """The mode indices each fit job handles."""
-    n_modes = len(mode_shares(method, variant, methods))
+    n_modes = len(fit_counts(method, methods))
     return [list(range(n_modes))] if method == "de" else [[k] for k in range(n_modes)]
 
 
@@ -40,10 +42,13 @@ def problem_for(
     data_root: str | os.PathLike,
     download: bool,
     device: str,
+    min_accuracy: float = 0.0,
+    retries: int = 0,
 ) -> Problem:
-    """What a method samples for: the experiment's model, recipe and training data."""
-    train, _ = load_in_distribution(data, data_root, download)
-    return Problem(model, recipe, train, resolve_device(device))
+    """What a method samples for: the experiment's model, recipe and training data, and the
+    test data with the convergence threshold for the methods that train from scratch."""
+    train, test = load_in_distribution(data, data_root, download)
+    return Problem(model, recipe, train, resolve_device(device), test, min_accuracy, retries)
 
 
 @dataclass
@@ -66,9 +71,8 @@ def fit_block(
     converged: list[int],
 ) -> BlockFits:
     """Fit the method at each mode k of `modes` (the pool's k-th converged network,
-    `converged` listing the converged rows), drawing from seed `seed + k`, so the single-mode
-    variant fits exactly as the multi-mode variant's first mode. `shares` (samples per mode)
-    matters only to methods that draw their samples while fitting."""
+    `converged` listing the converged rows), drawing from seed `seed + k`. `shares` (samples
+    per mode, `fit_counts`) matters only to methods that draw their samples while fitting."""
     fit = module(method).fit
     seeds, fits = [], []
     for k in progress(modes, desc=f"fit {method}", unit="mode"):
@@ -101,6 +105,7 @@ def draw_samples(
     modes = [k for fits in blocks for k in fits.modes]
     if modes != list(range(len(shares))):
         raise ValueError(f"{method}: fits cover modes {modes}, expected 0..{len(shares) - 1}")
+    shares = list(shares)
     draw = module(method).draw
     parts, mode_index, mode_seed = [], [], []
     for fits in blocks:
@@ -156,11 +161,12 @@ def sample_store(
     """Fit every block and write the variant's sample store in one go (`symbnn sample`)."""
     methods = experiment.methods
     settings = settings_of(method, methods)
-    shares = mode_shares(method, variant, methods)
+    counts = fit_counts(method, methods)
     blocks = [
-        fit_block(problem, method, settings, modes, methods.seed, shares, pool_path, converged)
-        for modes in mode_blocks(method, variant, methods)
+        fit_block(problem, method, settings, modes, methods.seed, counts, pool_path, converged)
+        for modes in mode_blocks(method, methods)
     ]
+    shares = mode_shares(method, variant, methods)
     state, mode_index, mode_seed = draw_samples(
         problem, method, settings, blocks, shares, methods.seed
     )

@@ -24,17 +24,17 @@ Here the gradient-noise estimate beta^ is 0 (the paper's practical choice: for s
 the minibatch noise, of variance O(eta^2), is dominated by the injected O(eta) noise), and
 a temperature T scales the injected noise to target exp(-U / T):
 
-    v     <- (1 - friction) v - lr * grad U~(theta) + sqrt(2 * friction * lr * T) * xi,
+    v     <- (1 - friction) v - eta * grad U~(theta) + sqrt(2 * friction * eta * T) * xi,
     theta <- theta + v.
 
-So `lr` is eta (a step on the summed potential, i.e. an SGD rate of N * lr on the mean
-loss), `friction` is alpha = 1 - SGD momentum, and the chain behaves like heavy-ball SGD with
-calibrated noise. `sghmc_step` is this update on plain tensors, usable on any potential.
+`sghmc_step` is this update on plain tensors, usable on any potential; `friction` is
+alpha = 1 - SGD momentum, and the chain behaves like heavy-ball SGD with calibrated noise.
 
-Defaults. They suit the default experiment (OptuNet on 4,000 digits, batch 64): N * lr =
-0.012 is about the recipe's final SGD rate on the mean loss, friction 0.1 its momentum 0.9,
-and prior precision 1 about N * weight decay (0.8). Since `lr` acts on the summed loss, a
-larger training set needs a proportionally smaller `lr`.
+Scaling with N. The settings are written per example, as an SGD recipe is, so that one
+setting means the same chain on 4,000 or 60,000 images: `lr` is the SGD rate on the mean
+loss, so eta = lr / N, and `weight_decay` is the prior as a weight decay on the mean loss, so
+the prior precision is lambda = N * weight_decay. Both default to the experiment's recipe:
+its last learning rate (where the modes ended) and its weight decay.
 
 Chain. Velocity starts at 0 and theta at the mode. After `burn_in_epochs` epochs one sample
 is kept every `thinning_steps` steps until `count` are collected (epochs are added as
@@ -54,7 +54,7 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.methods.base import Fitted, Mode, Problem, check_count, fitted_samples, generator
-from symbnn.settings import Sghmc
+from symbnn.settings import Recipe, Sghmc
 from symbnn.train.loop import seed_batches
 
 NAME = "sghmc"
@@ -79,6 +79,13 @@ def sghmc_step(
         noise = torch.randn(theta.shape, generator=gen, device=theta.device, dtype=theta.dtype)
         velocity.add_(noise, alpha=math.sqrt(2.0 * friction * lr * temperature))
     theta.add_(velocity)
+
+
+def scaled(settings: Sghmc, recipe: Recipe, n_train: int) -> tuple[float, float]:
+    """(SGD-equivalent lr on the mean loss, prior precision lambda = N * weight decay)."""
+    lr = settings.lr if settings.lr is not None else recipe.lr_at(recipe.epochs - 1)
+    decay = settings.weight_decay if settings.weight_decay is not None else recipe.weight_decay
+    return lr, n_train * decay
 
 
 def data_order_seed(mode_seed: int, seed: int) -> int:
@@ -119,6 +126,7 @@ def chain(
     theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
     velocity = torch.zeros_like(theta)
     n_train = len(problem.train)
+    lr, prior_precision = scaled(cfg, problem.recipe, n_train)
     noise_gen = generator(seed, device)
 
     def potential_grad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -127,15 +135,15 @@ def chain(
         loss = F.cross_entropy(functional_call(model, params, (x,)), y)
         (grad,) = torch.autograd.grad(loss, leaf)
         grad.mul_(n_train)
-        if cfg.prior_precision > 0:
-            grad.add_(theta, alpha=cfg.prior_precision)
+        if prior_precision > 0:
+            grad.add_(theta, alpha=prior_precision)
         return grad
 
     def snapshot() -> dict[str, torch.Tensor]:
         if not torch.isfinite(theta).all():
             raise RuntimeError(
                 f"{NAME}: the chain diverged (non-finite weights); lower lr "
-                f"(now {cfg.lr}) or raise friction (now {cfg.friction})"
+                f"(now {lr}) or raise friction (now {cfg.friction})"
             )
         views = dict(zip(names, (t.view(s) for t, s in zip(theta.split(sizes), shapes))))
         return {
@@ -159,7 +167,7 @@ def chain(
     samples: list[dict[str, torch.Tensor]] = []
     for step, (_, x, y) in enumerate(batches, start=1):
         grad = potential_grad(x, y)
-        sghmc_step(theta, velocity, grad, cfg.lr, cfg.friction, cfg.temperature, noise_gen)
+        sghmc_step(theta, velocity, grad, lr / n_train, cfg.friction, cfg.temperature, noise_gen)
         if step > burn_in and (step - burn_in) % cfg.thinning_steps == 0:
             samples.append(snapshot())
             if len(samples) == count:

@@ -5,10 +5,13 @@ Baseline for Bayesian Uncertainty in Deep Learning", NeurIPS 2019 (section 4, eq
 (1)-(3)).
 
 Fit. From the mode, SGD continues with the recipe's momentum, Nesterov flag and weight decay
-and a constant learning rate `lr` for `epochs` epochs (data order from `seed_batches`, with
-a seed derived from (mode.seed, seed)). Of its T steps, K = `snapshots` evenly spaced
-iterates are collected, after steps floor(k T / K), k = 1..K (the last at the end). With
-theta_1..theta_K the flattened parameter vectors:
+for `epochs` epochs (default twice the recipe's; data order from `seed_batches`, with a seed
+derived from (mode.seed, seed)). The learning rate follows the SWA schedule of the reference
+code (torch's SWALR): over the first R0 = floor(`ramp` T) of the T steps it rises linearly
+from the recipe's last learning rate (where the mode ended) to the high rate `lr` (default:
+the recipe's initial rate), and stays there. After the ramp, K = `snapshots` evenly spaced
+iterates are collected, after steps R0 + floor(k (T - R0) / K), k = 1..K (the last at the
+end). With theta_1..theta_K the flattened parameter vectors:
 
     theta_SWA  = (1/K) sum_k theta_k,
     Sigma_diag = max((1/K) sum_k theta_k^2 - theta_SWA^2, 0)          (element-wise),
@@ -16,16 +19,15 @@ theta_1..theta_K the flattened parameter vectors:
 
 where theta_bar_k is the running mean after the k-th snapshot (the paper's D-hat).
 
-Sampling. With z1 ~ N(0, I_d), z2 ~ N(0, I_R) and s = `scale`,
+Sampling, with the reference implementation's convention (the one the paper's "scale 0.1"
+refers to). With z1 ~ N(0, I_d), z2 ~ N(0, I_R) and s = `scale`,
 
-    theta = theta_SWA + s^(1/2) * ( Sigma_diag^(1/2) * z1 / sqrt(2) + D z2 / sqrt(2 (R - 1)) ),
+    theta = theta_SWA + s^(1/2) * ( Sigma_diag^(1/2) * z1 + D z2 / sqrt(R - 1) ),
 
-a Gaussian with covariance s * ( diag(Sigma_diag) / 2 + D D^T / (2 (R - 1)) ): the paper's
-SWAG covariance multiplied by `scale`. (The reference implementation's `scale` multiplies
-the covariance without the 1/2 factors, so its scale is twice the one used here.) The
-low-rank term needs R >= 2: `rank` 1 gives SWAG-Diagonal, theta_SWA + s^(1/2)
-Sigma_diag^(1/2) z1 / sqrt(2). `SwagMoments` implements the moments and this sampler on
-flat vectors.
+a Gaussian with covariance s * ( diag(Sigma_diag) + D D^T / (R - 1) ) (the SWAG paper's
+covariance, which halves both terms, is scale 0.5). The low-rank term needs R >= 2: `rank` 1
+gives SWAG-Diagonal, theta_SWA + s^(1/2) Sigma_diag^(1/2) z1. `SwagMoments` implements the
+moments and this sampler on flat vectors.
 
 Only parameters follow the Gaussian. When the model has BatchNorm layers and `bn_update` is
 true, every sample's running statistics are recomputed by one pass over the training data
@@ -45,7 +47,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from symbnn.methods.base import Fitted, Mode, Problem, check_count, generator
-from symbnn.settings import Swag
+from symbnn.settings import Recipe, Swag
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
 from symbnn.train.loop import seed_batches
 
@@ -132,27 +134,27 @@ class SwagMoments:
 
     def covariance(self, scale: float = 1.0) -> torch.Tensor:
         """The dense (dim, dim) covariance the sampler draws from (for small dim / tests)."""
-        cov = torch.diag(self.diag_var) / 2
+        cov = torch.diag(self.diag_var)
         d = self.deviations.to(torch.float64)
         if d.shape[1] >= 2:
-            cov = cov + d @ d.t() / (2 * (d.shape[1] - 1))
+            cov = cov + d @ d.t() / (d.shape[1] - 1)
         return scale * cov
 
     def sample(
         self, n: int, gen: torch.Generator | None = None, scale: float = 1.0
     ) -> torch.Tensor:
-        """n draws (n, dim), float64: theta_SWA + scale^(1/2) (Sigma_diag^(1/2) z1 / sqrt(2)
-        + D z2 / sqrt(2 (R - 1))); the low-rank term is left out while R < 2."""
+        """n draws (n, dim), float64: theta_SWA + scale^(1/2) (Sigma_diag^(1/2) z1
+        + D z2 / sqrt(R - 1)); the low-rank term is left out while R < 2."""
         if self.n < 2:
             raise ValueError(f"SWAG needs at least 2 collected iterates to sample, has {self.n}")
         device = self._mean.device
         z1 = torch.randn(n, self.dim, generator=gen, device=device, dtype=torch.float64)
-        out = z1.mul_(self.diag_var.sqrt() / math.sqrt(2.0))
+        out = z1.mul_(self.diag_var.sqrt())
         d = self.deviations
         if d.shape[1] >= 2:
             z2 = torch.randn(n, d.shape[1], generator=gen, device=device, dtype=torch.float64)
             low_rank = (z2.to(d.dtype) @ d.t()).to(torch.float64)
-            out.add_(low_rank, alpha=1.0 / math.sqrt(2.0 * (d.shape[1] - 1)))
+            out.add_(low_rank, alpha=1.0 / math.sqrt(d.shape[1] - 1))
         return out.mul_(math.sqrt(scale)).add_(self._mean)
 
 
@@ -162,6 +164,26 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
         1, np.uint64
     )[0]
     return int(state >> np.uint64(1))
+
+
+def schedule(settings: Swag, recipe: Recipe, steps_per_epoch: int) -> tuple[list[float], set[int]]:
+    """(learning rate of each step 1..T, the steps after which an iterate is collected): a
+    linear ramp from the recipe's last rate to the high rate, then constant (see the module
+    docstring)."""
+    epochs = settings.epochs or 2 * recipe.epochs
+    total = epochs * steps_per_epoch
+    ramp = int(settings.ramp * total)
+    if total - ramp < settings.snapshots:
+        raise ValueError(
+            f"{NAME}.snapshots must be <= the {total - ramp} SGD steps after the ramp of "
+            f"{epochs} epochs, got {settings.snapshots}"
+        )
+    start, high = recipe.lr_at(recipe.epochs - 1), settings.lr or recipe.lr
+    lrs = [start + (high - start) * t / ramp if t <= ramp else high for t in range(1, total + 1)]
+    collect = {
+        ramp + (k * (total - ramp)) // settings.snapshots for k in range(1, settings.snapshots + 1)
+    }
+    return lrs, collect
 
 
 def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Module, SwagMoments]:
@@ -176,29 +198,25 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
     moments = SwagMoments(
         dim, min(cfg.rank, cfg.snapshots), device, deviation_dtype=params[0].dtype
     )
+    lrs, collect_at = schedule(cfg, recipe, math.ceil(len(problem.train) / recipe.batch_size))
     optimizer = torch.optim.SGD(
         params,
-        lr=cfg.lr,
+        lr=lrs[0],
         momentum=recipe.momentum,
         nesterov=recipe.nesterov,
         weight_decay=recipe.weight_decay,
     )
-    total = cfg.epochs * math.ceil(len(problem.train) / recipe.batch_size)
-    if total < cfg.snapshots:
-        raise ValueError(
-            f"{NAME}.snapshots must be <= the {total} SGD steps of {cfg.epochs} "
-            f"epochs, got {cfg.snapshots}"
-        )
-    collect_at = {(k * total) // cfg.snapshots for k in range(1, cfg.snapshots + 1)}
     batches = seed_batches(
         problem.train,
         recipe.batch_size,
         data_order_seed(mode.seed, seed),
-        cfg.epochs,
+        cfg.epochs or 2 * recipe.epochs,
         device,
         recipe.augment,
     )
     for step, (_, x, y) in enumerate(batches, start=1):
+        for group in optimizer.param_groups:
+            group["lr"] = lrs[step - 1]
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -206,7 +224,7 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
         if step in collect_at:
             moments.collect(torch.cat([p.detach().reshape(-1) for p in params]))
     if not torch.isfinite(moments.mean).all():
-        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {cfg.lr})")
+        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {lrs[-1]})")
     return model, moments
 
 

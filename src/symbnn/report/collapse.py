@@ -3,9 +3,17 @@ target networks are, in and out of distribution.
 
 For random pairs (i, j) of converged target networks, the mutual information of the
 two-member ensemble, MI(x) = H((p_i + p_j)/2) - (H(p_i) + H(p_j))/2, averaged over the test
-set (ID) and over the OOD set; then the Pearson correlation between the ID and OOD values
-across pairs, with its two-sided p-value. A pair with MI near zero is a collapsed pair: two
-networks computing nearly the same function.
+set (ID) and over the OOD set; then the Pearson correlation r between the ID and OOD values
+across pairs. A pair with MI near zero is a collapsed pair: two networks computing nearly the
+same function.
+
+The pairs overlap (a network is in many of them), so they are not independent and the usual
+p-value of r would be too small. The test relabels networks instead: under "a pair's OOD
+diversity is unrelated to its ID diversity", the OOD MI of pair (a, b) can be replaced by that
+of (pi(a), pi(b)) for a random permutation pi of the networks, which keeps the overlap
+structure. The p-value is (1 + #{|r_pi| >= |r|}) / (1 + permutations). It needs the OOD MI of
+every pair of the networks involved, so it runs on the pairs among at most `test_networks`
+networks (the first ones of the draw).
 """
 
 from __future__ import annotations
@@ -14,7 +22,6 @@ import os
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from symbnn.metrics import mutual_information
 from symbnn.predictions import open_predictions
@@ -73,14 +80,64 @@ def _mean_pair_mi(probs: np.ndarray, members: np.ndarray) -> np.ndarray:
     return np.concatenate(out)
 
 
-def collapse_summary(pairs: pl.DataFrame) -> pl.DataFrame:
-    """Mean and spread of the ID and OOD MI, and their Pearson correlation with its p-value."""
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 3 or np.std(x) == 0 or np.std(y) == 0:  # a correlation needs 3 pairs and spread
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def relabelling_pvalue(
+    predictions_path: str | os.PathLike,
+    pairs: pl.DataFrame,
+    permutations: int = COLLAPSE.permutations,
+    test_networks: int = COLLAPSE.test_networks,
+    seed: int = COLLAPSE.seed,
+) -> tuple[float, int]:
+    """(p-value, pairs tested) of the ID-OOD correlation by relabelling networks (see the
+    module docstring); NaN when there are fewer than 3 pairs to test or no permutations."""
+    a, b = pairs["a"].to_numpy(), pairs["b"].to_numpy()
+    networks = np.unique(np.concatenate([a, b]))
+    if len(networks) > test_networks:  # the first networks of the draw, in draw order
+        order = np.concatenate([a, b]).reshape(2, -1).T.reshape(-1)
+        _, first = np.unique(order, return_index=True)
+        networks = np.sort(order[np.sort(first)][:test_networks])
+    keep = np.isin(a, networks) & np.isin(b, networks)
+    if permutations == 0 or keep.sum() < 3:
+        return float("nan"), int(keep.sum())
+    id_mi = pairs["id_mi"].to_numpy()[keep]
+    ia, ib = np.searchsorted(networks, a[keep]), np.searchsorted(networks, b[keep])
+    # OOD MI of every pair of the tested networks
+    pred = open_predictions(predictions_path)
+    ood = pred.read("ood", networks)
+    i, j = np.triu_indices(len(networks), 1)
+    matrix = np.zeros((len(networks), len(networks)))
+    matrix[i, j] = matrix[j, i] = _mean_pair_mi(ood, np.stack([i, j]))
+    return relabelling_test(id_mi, ia, ib, matrix, permutations, seed), int(keep.sum())
+
+
+def relabelling_test(
+    id_mi: np.ndarray,
+    ia: np.ndarray,
+    ib: np.ndarray,
+    ood_matrix: np.ndarray,
+    permutations: int,
+    seed: int,
+) -> float:
+    """p-value of the correlation between the pairs' ID MI and the OOD MI of the same pairs
+    (`ood_matrix[ia, ib]`) against relabelled networks (`ood_matrix[pi(ia), pi(ib)]`)."""
+    observed = abs(_pearson(id_mi, ood_matrix[ia, ib]))
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for _ in range(permutations):
+        pi = rng.permutation(len(ood_matrix))
+        extreme += abs(_pearson(id_mi, ood_matrix[pi[ia], pi[ib]])) >= observed
+    return (1 + extreme) / (1 + permutations)
+
+
+def collapse_summary(pairs: pl.DataFrame, pvalue: float, tested: int) -> pl.DataFrame:
+    """Mean and spread of the ID and OOD MI, their Pearson correlation, and the p-value of the
+    network-relabelling test (`relabelling_pvalue`) with the number of pairs it used."""
     id_mi, ood_mi = pairs["id_mi"].to_numpy(), pairs["ood_mi"].to_numpy()
-    if len(id_mi) >= 3 and np.std(id_mi) > 0 and np.std(ood_mi) > 0:
-        result = stats.pearsonr(id_mi, ood_mi)
-        r, p = float(result.statistic), float(result.pvalue)
-    else:  # a correlation needs 3 pairs and some spread
-        r = p = float("nan")
     return pl.DataFrame(
         [
             {
@@ -89,8 +146,9 @@ def collapse_summary(pairs: pl.DataFrame) -> pl.DataFrame:
                 "id_mi_std": float(id_mi.std()),
                 "ood_mi_mean": float(ood_mi.mean()),
                 "ood_mi_std": float(ood_mi.std()),
-                "pearson_r": r,
-                "pearson_p": p,
+                "pearson_r": _pearson(id_mi, ood_mi),
+                "relabelling_p": pvalue,
+                "pairs_tested": tested,
             }
         ]
     )

@@ -22,33 +22,57 @@ def save_figure(fig, path: str | os.PathLike) -> None:
         plt.close(fig)
 
 
+def with_network_convergence(table: pl.DataFrame, convergence: pl.DataFrame) -> pl.DataFrame:
+    """The min-mass table (one row per store row, in order) with the network's own
+    convergence flag (``network_converged``, from `symbnn.posterior.convergence_table`),
+    distinct from ``solver_converged``, the min-mass solver's."""
+    flags = convergence.sort("row")["converged"]
+    if len(flags) != table.height:
+        raise ValueError(
+            f"the convergence table has {len(flags)} rows, the min-mass table {table.height}"
+        )
+    return table.with_columns(flags.alias("network_converged"))
+
+
 def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:
     """Paper Figure 2 style: the distribution of network masses before and after min-mass
-    scaling, and each layer's largest absolute weight before and after."""
+    scaling, converged and unconverged networks apart (an untrained network is a light one:
+    left together they make a low-mass cluster), and each converged layer's largest absolute
+    weight before and after."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
-    before, after = ok["mass_before"].to_numpy(), ok["mass_after"].to_numpy()
-    bins = np.geomspace(
-        max(1e-12, min(before.min(), after.min())), max(before.max(), after.max()), 30
-    )
-    left.hist(before, bins=bins, alpha=0.6, label=f"trained (median {np.median(before):.3g})")
-    left.hist(after, bins=bins, alpha=0.6, label=f"min-mass (median {np.median(after):.3g})")
+    live = ok.filter(pl.col("network_converged"))
+    dead = ok.filter(~pl.col("network_converged"))
+    every = np.concatenate([ok["mass_before"].to_numpy(), ok["mass_after"].to_numpy()])
+    bins = np.geomspace(max(1e-12, every.min()), every.max(), 30)
+    for frame, label, alpha in ((live, "converged", 0.6), (dead, "not converged", 0.9)):
+        if frame.height == 0:
+            continue
+        before, after = frame["mass_before"].to_numpy(), frame["mass_after"].to_numpy()
+        style = {"histtype": "step", "linewidth": 2} if label != "converged" else {"alpha": alpha}
+        left.hist(
+            before, bins=bins, label=f"{label}, trained (median {np.median(before):.3g})", **style
+        )
+        left.hist(
+            after, bins=bins, label=f"{label}, min-mass (median {np.median(after):.3g})", **style
+        )
     left.set_xscale("log")
     left.set_xlabel("network mass  sum_l ||W_l||_F^2")
     left.set_ylabel("networks")
-    left.legend()
-    left.set_title("mass distribution")
+    left.legend(fontsize=8)
+    left.set_title(f"mass distribution ({live.height} converged, {dead.height} not)")
 
     layers = [
         c.removeprefix("max_abs_before.") for c in ok.columns if c.startswith("max_abs_before.")
     ]
     x = np.arange(len(layers))
-    left_vals = [ok[f"max_abs_before.{name}"].median() for name in layers]
-    right_vals = [ok[f"max_abs_after.{name}"].median() for name in layers]
+    shown = live if live.height else ok
+    left_vals = [shown[f"max_abs_before.{name}"].median() for name in layers]
+    right_vals = [shown[f"max_abs_after.{name}"].median() for name in layers]
     right.bar(x - 0.2, left_vals, width=0.4, label="trained")
     right.bar(x + 0.2, right_vals, width=0.4, label="min-mass")
     right.set_xticks(x, layers, rotation=45, ha="right", fontsize=8)
-    right.set_ylabel("median of max |w|")
+    right.set_ylabel("median of max |w| (converged networks)")
     right.set_title("largest weight per layer")
     right.legend()
     if title:
@@ -57,22 +81,37 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
 
 
 def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
-    """One row: mass before/after (median), relative reduction, solver convergence."""
+    """One row per network group (converged, not converged): masses before/after (median),
+    relative reduction, how many the solver solved to its tolerance."""
     ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
-    return pl.DataFrame(
+    rows = []
+    for group, frame in (
+        ("converged", ok.filter(pl.col("network_converged"))),
+        ("not converged", ok.filter(~pl.col("network_converged"))),
+    ):
+        if frame.height == 0:
+            continue
+        reduction = (frame["mass_before"] - frame["mass_after"]) / frame["mass_before"]
+        rows.append(
+            {
+                "experiment": experiment,
+                "networks": group,
+                "n_samples": frame.height,
+                "solver_converged": int(frame["solver_converged"].sum()),
+                "mass_before_median": float(frame["mass_before"].median()),
+                "mass_after_median": float(frame["mass_after"].median()),
+                "reduction_median": float(reduction.median()),
+                "max_iterations": int(frame["iterations"].max()),
+            }
+        )
+    rows.append(
         {
-            "experiment": [experiment],
-            "n_samples": [table.height],
-            "degenerate": [table.height - ok.height],
-            "converged": [int(ok["converged"].sum())],
-            "mass_before_median": [float(ok["mass_before"].median())],
-            "mass_after_median": [float(ok["mass_after"].median())],
-            "reduction_median": [
-                float(((ok["mass_before"] - ok["mass_after"]) / ok["mass_before"]).median())
-            ],
-            "max_iterations": [int(ok["iterations"].max())],
+            "experiment": experiment,
+            "networks": "degenerate (not solved)",
+            "n_samples": table.height - ok.height,
         }
     )
+    return pl.DataFrame(rows)
 
 
 def collapse_figure(
@@ -91,7 +130,9 @@ def collapse_figure(
     right.scatter(id_mi, ood_mi, s=6, alpha=0.5)
     right.set_xlabel("ID MI")
     right.set_ylabel("OOD MI")
-    right.set_title(f"Pearson r = {row['pearson_r']:.3f} (p = {row['pearson_p']:.2g})")
+    right.set_title(
+        f"Pearson r = {row['pearson_r']:.3f} (relabelling test p = {row['relabelling_p']:.2g})"
+    )
     if title:
         fig.suptitle(title)
     save_figure(fig, path)

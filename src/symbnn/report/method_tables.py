@@ -1,11 +1,17 @@
 """The paper's Table 1 (MMD, NS MMD and uncertainty metrics per method, one-mode and
 multi-mode) and Table 2 (median, mean and max of the twenty-kernel MMDs), from the per-method
-MMD summaries and the metrics rows."""
+MMD summaries and the metrics rows, and Table 1 beside the paper's figures.
+
+A single-mode variant holds one single-mode posterior per mode (rows ``mode`` 0..M-1 in its
+MMD summary and metrics); its Table 1 row is their mean, with their standard deviation in
+the ``<column> sd`` columns (null for multi-mode rows), and ``modes`` says over how many.
+"""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import polars as pl
 
 from symbnn.methods.registry import LABELS, METHOD_NAMES
@@ -17,45 +23,81 @@ from symbnn.settings import Metrics
 METRICS = Metrics()
 
 # Table 1 columns as the paper prints them: every figure x100 (percentages for Acc, ECE,
-# AUPR and FPR95; Brier, MI in nats and MMD scaled the same way)
+# AUPR, FPR95 and the MMD test's share of rejected layers; Brier, NLL, MI in nats and MMD
+# scaled the same way)
 TABLE1_COLUMNS = {
     "mmd": "MMD",
     "ns_mmd": "NS MMD",
     "accuracy": "Acc",
     "ece": "ECE",
     "brier": "Brier",
+    "nll": "NLL",
     "aupr": "AUPR",
     "fpr95": "FPR95",
     "idmi": "IDMI",
     "oodmi": "OODMI",
+    "mmd_reject_share": "MMD rej",
+    "ns_mmd_reject_share": "NS MMD rej",
+}
+# what each column measures, for the report's headers
+UNITS = {
+    "MMD": "x100",
+    "NS MMD": "x100",
+    "Acc": "%",
+    "ECE": "%",
+    "Brier": "x100",
+    "NLL": "nats x100",
+    "AUPR": "%",
+    "FPR95": "%",
+    "IDMI": "nats x100",
+    "OODMI": "nats x100",
+    "MMD rej": "% of layers",
+    "NS MMD rej": "% of layers",
 }
 GROUPS = {"single": "one mode", "multi": "multi mode"}
 
 
 def metrics_row(
-    predictions_path: str | os.PathLike, score: str = METRICS.ood_score, bins: int = METRICS.bins
+    predictions_path: str | os.PathLike,
+    score: str = METRICS.ood_score,
+    bins: int = METRICS.bins,
+    modes: np.ndarray | None = None,
 ) -> pl.DataFrame:
-    """One row of raw metrics (fractions and nats) of a method's stored predictions."""
+    """Raw metrics (fractions and nats) of a method's stored predictions: one row, or with
+    `modes` (each sample's mode index) one row per mode, each mode's samples an ensemble."""
     pred = open_predictions(predictions_path)
-    values = uncertainty_metrics(
-        pred.group["test"],
-        pred.read("labels"),
-        pred.group["ood"],
-        score=score,
-        bins=bins,
-        names=(f"{predictions_path}: test", f"{predictions_path}: ood"),
-    )
-    return pl.DataFrame(
-        [
+    groups = {None: slice(None)}
+    if modes is not None:  # a sample store holds each mode's samples as one run of rows
+        for k in np.unique(modes):
+            rows = np.flatnonzero(modes == k)
+            if rows[-1] - rows[0] + 1 != len(rows):
+                raise ValueError(f"{predictions_path}: the samples of mode {k} are not contiguous")
+            groups[int(k)] = slice(int(rows[0]), int(rows[-1]) + 1)
+        del groups[None]
+    rows = []
+    for mode, sel in groups.items():
+        test, ood = pred.group["test"], pred.group["ood"]
+        if mode is not None:  # a mode's samples are read whole (n_samples x inputs x classes)
+            test, ood = test[sel], ood[sel]
+        values = uncertainty_metrics(
+            test,
+            pred.read("labels"),
+            ood,
+            score=score,
+            bins=bins,
+            names=(f"{predictions_path}: test", f"{predictions_path}: ood"),
+        )
+        rows.append(
             {
                 "method": pred.attrs.get("method", "?"),
                 "variant": pred.attrs.get("variant", "?"),
-                "n_samples": pred.n_samples,
+                "mode": mode,
+                "n_samples": pred.n_samples if mode is None else sel.stop - sel.start,
                 "ood_score": score,
                 **values,
             }
-        ]
-    )
+        )
+    return pl.DataFrame(rows, schema_overrides={"mode": pl.Int64})
 
 
 def _order(frame: pl.DataFrame) -> pl.DataFrame:
@@ -71,25 +113,95 @@ def _order(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def table1(mmd_summaries: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
-    """Per (method, variant): the paper's Table 1 columns, x100, grouped one mode / multi mode."""
-    joined = mmd_summaries.select("method", "variant", "mmd", "ns_mmd").join(
-        metrics.drop("n_samples", "ood_score"), on=["method", "variant"], how="full", coalesce=True
+    """Per (method, variant): the paper's Table 1 columns, x100, grouped one mode / multi
+    mode; a single-mode row is the mean over its modes, their sd in ``<column> sd``."""
+    mmd_keys = [k for k in ("mmd", "ns_mmd", "mmd_reject_share", "ns_mmd_reject_share")]
+    mmd = mmd_summaries.select(
+        "method",
+        "variant",
+        pl.col("mode").cast(pl.Int64),
+        *[
+            pl.col(k) if k in mmd_summaries.columns else pl.lit(None, pl.Float64).alias(k)
+            for k in mmd_keys
+        ],
+    )
+    per_mode = mmd.join(
+        metrics.drop("n_samples", "ood_score").with_columns(pl.col("mode").cast(pl.Int64)),
+        on=["method", "variant", "mode"],
+        how="full",
+        coalesce=True,
+        nulls_equal=True,
+    )
+    keys = list(TABLE1_COLUMNS)
+    joined = per_mode.group_by("method", "variant", maintain_order=True).agg(
+        pl.len().alias("modes"),
+        *[pl.col(k).cast(pl.Float64).mean() for k in keys],
+        *[pl.col(k).cast(pl.Float64).std().alias(f"{k}_sd") for k in keys],
     )
     joined = _order(joined)
+    single = pl.col("variant") == "single"
     return joined.select(
         pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
         pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
+        pl.when(single).then(pl.col("modes")).otherwise(1).alias("modes"),
         *[(pl.col(key) * 100).alias(label) for key, label in TABLE1_COLUMNS.items()],
+        *[
+            pl.when(single).then(pl.col(f"{key}_sd") * 100).otherwise(None).alias(f"{label} sd")
+            for key, label in TABLE1_COLUMNS.items()
+        ],
+    )
+
+
+def table1_display(table: pl.DataFrame, digits: int = 1) -> pl.DataFrame:
+    """Table 1 as the report prints it: units in the headers, a one-mode row's figures as
+    "mean ± sd over its modes"."""
+    columns = [pl.col("group"), pl.col("method")]
+    for label in TABLE1_COLUMNS.values():
+        value, sd = pl.col(label), pl.col(f"{label} sd")
+        text = value.round(digits).cast(pl.String)
+        spread = pl.concat_str(text, pl.lit(" ± "), sd.round(digits).cast(pl.String))
+        columns.append(
+            pl.when(sd.is_not_null())
+            .then(spread)
+            .otherwise(text)
+            .alias(f"{label} ({UNITS[label]})")
+        )
+    return table.select(columns)
+
+
+def paper_comparison(table: pl.DataFrame, paper: pl.DataFrame) -> pl.DataFrame:
+    """Ours beside the paper's figures: per (group, method) of either table, each column as
+    "ours / paper" (a dash where one side has no such row or column)."""
+    shared = [c for c in paper.columns if c in TABLE1_COLUMNS.values()]
+    both = table.select("group", "method", *shared).join(
+        paper.select("group", "method", *shared),
+        on=["group", "method"],
+        how="full",
+        coalesce=True,
+        suffix=" paper",
+    )
+
+    def shown(column: str) -> pl.Expr:
+        return pl.col(column).round(1).cast(pl.String).fill_null("-")
+
+    return both.select(
+        "group",
+        "method",
+        *[pl.concat_str(shown(c), pl.lit(" / "), shown(f"{c} paper")).alias(c) for c in shared],
     )
 
 
 def table2(mmd_summaries: pl.DataFrame) -> pl.DataFrame:
     """Per (method, variant): median, mean and max over the twenty kernels of MMD and NS MMD
-    (each the parameter-weighted mean over layers), x100."""
+    (each the parameter-weighted mean over layers), x100; a single-mode row is the mean over
+    its modes."""
     stats = [
         f"{prefix}_{stat}" for prefix in ("mmd", "ns_mmd") for stat in ("median", "mean", "max")
     ]
-    frame = _order(mmd_summaries.select("method", "variant", *stats))
+    frame = mmd_summaries.group_by("method", "variant", maintain_order=True).agg(
+        *[pl.col(name).mean() for name in stats]
+    )
+    frame = _order(frame)
     return frame.select(
         pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
         pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
@@ -110,7 +222,8 @@ def to_latex(frame: pl.DataFrame, float_precision: int = 1) -> str:
             return "--"
         if isinstance(value, float):
             return f"{value:.{float_precision}f}"
-        return str(value).replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+        text = str(value).replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+        return text.replace("±", r"$\pm$")
 
     align = "".join("r" if dtype.is_numeric() else "l" for dtype in frame.dtypes)
     lines = [

@@ -38,24 +38,52 @@ class Bnn(Section):
 
 @dataclasses.dataclass(frozen=True)
 class Sghmc(Section):
-    DOC = "stochastic-gradient Hamiltonian Monte Carlo chains started at the modes"
-    lr: float = setting(3e-6, "step size on the summed (not mean) potential", gt=0)
+    DOC = (
+        "stochastic-gradient Hamiltonian Monte Carlo chains started at the modes; the step and "
+        "the prior scale with the training-set size N"
+    )
+    lr: float | None = setting(
+        None,
+        "SGD-equivalent learning rate on the mean loss (the step on the summed potential is "
+        "lr / N); none: the recipe's last learning rate",
+        gt=0,
+    )
     friction: float = setting(0.1, "friction (1 - SGD momentum)", gt=0, le=1)
     temperature: float = setting(1.0, "temperature of the target density", ge=0)
-    prior_precision: float = setting(1.0, "precision of the Gaussian prior", ge=0)
+    weight_decay: float | None = setting(
+        None,
+        "the Gaussian prior as a weight decay on the mean loss (prior precision N * "
+        "weight_decay); none: the recipe's weight decay",
+        ge=0,
+    )
     burn_in_epochs: int = setting(2, "epochs run before the first sample", ge=0)
     thinning_steps: int = setting(50, "steps between samples", ge=1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Swag(Section):
-    DOC = "SWAG: diagonal plus low-rank Gaussian from SGD iterates continued at the modes"
-    epochs: int = setting(10, "SGD epochs of the fit", ge=1)
-    lr: float = setting(0.01, "constant learning rate of the fit", gt=0)
-    snapshots: int = setting(20, "iterates collected", ge=2)
+    DOC = (
+        "SWAG: diagonal plus low-rank Gaussian from SGD iterates continued at the modes, with "
+        "a linear ramp to a high constant learning rate (SWALR)"
+    )
+    epochs: int | None = setting(
+        None, "SGD epochs of the fit; none: twice the recipe's epochs", ge=1
+    )
+    lr: float | None = setting(
+        None, "the high constant learning rate; none: the recipe's initial learning rate", gt=0
+    )
+    ramp: float = setting(
+        0.1,
+        "share of the fit's steps over which lr ramps up linearly from the recipe's last",
+        ge=0,
+        lt=1,
+    )
+    snapshots: int = setting(20, "iterates collected, evenly spaced after the ramp", ge=2)
     rank: int = setting(20, "rank of the low-rank covariance term", ge=1)
     # used when sampling only: changing them redraws the samples, not the fit
-    scale: float = setting(0.1, "covariance scale when sampling", gt=0)
+    scale: float = setting(
+        0.1, "covariance scale when sampling: scale * (diag + D D^T / (K - 1))", gt=0
+    )
     bn_update: bool = setting(True, "recompute BatchNorm statistics for every sample")
 
     SAMPLING_KEYS = ("scale", "bn_update")
@@ -71,6 +99,14 @@ class Laplace(Section):
     prior_precision: Literal["marglik"] | float = setting(
         "marglik", "prior precision, or marglik to fit it by marginal likelihood", gt=0
     )
+    predictive: Literal["linearised", "sampled"] = setting(
+        "linearised",
+        "how the metrics predict with a sample: the network linearised at its mode (the model "
+        "the Gauss-Newton posterior and its marginal likelihood assume; laplace-torch's "
+        "default GLM predictive), or the sampled network as is",
+    )
+
+    PREDICTION_KEYS = ("predictive",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +124,20 @@ class Methods(Section):
     n_samples: int = setting(
         doc="weight samples per method and variant (the paper draws 100)", ge=2
     )
-    modes: int = setting(doc="modes of the multi-mode variants (the paper uses 10)", ge=2)
+    modes: int = setting(
+        doc="modes of the multi-mode variants, and the modes each single-mode variant is "
+        "reported over (the paper uses 10)",
+        ge=2,
+    )
     pool: int = setting(doc="networks trained to find modes and Deep Ensemble members", ge=2)
     first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0)
     seed: int = setting(0, "seed of every sampler's random draws", ge=0)
+    retries: int = setting(
+        5,
+        "fresh seeds a method that trains from scratch (dropout, bnn) may try until its network "
+        "reaches posterior.min_accuracy",
+        ge=0,
+    )
     predict_batch: int = setting(1000, "test images per forward pass when predicting", ge=1)
     dropout: Dropout | None = setting(None, "MC Dropout")
     bnn: Bnn | None = setting(None, "variational BNN")

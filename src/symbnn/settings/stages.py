@@ -49,7 +49,15 @@ class Metrics(Section):
 class Collapse(Section):
     DOC = "functional collapse: pairwise MI of random pairs of converged target networks"
     pairs: int = setting(1000, "random distinct pairs of converged networks", ge=1)
-    seed: int = setting(0, "seed of the pair draw", ge=0)
+    seed: int = setting(0, "seed of the pair draw and of the permutation test", ge=0)
+    permutations: int = setting(
+        999, "network relabellings of the correlation's permutation test (0: no test)", ge=0
+    )
+    test_networks: int = setting(
+        256,
+        "networks at most in the permutation test (the OOD MI of all their pairs is computed)",
+        ge=3,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

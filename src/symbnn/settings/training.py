@@ -94,8 +94,9 @@ class Recipe(Section):
     - "multistep": lr * gamma**(number of milestones <= epoch), like `MultiStepLR`;
     - "cosine": lr * (1 + cos(pi * epoch / epochs)) / 2, like `CosineAnnealingLR(T_max=epochs)`.
 
-    `augment` applies random crops (zero padding 4) and horizontal flips, the usual CIFAR
-    augmentation; it is meant for ResNet / CIFAR-like data, not for digits.
+    `augment` "crop" draws random crops of the zero-padded (4 pixels) image (the paper's
+    MNIST recipe); "crop_flip" adds horizontal flips, the usual CIFAR augmentation (wrong for
+    digits).
     """
 
     DOC = "training recipe of every network of the target posterior (paper appendix B.1)"
@@ -110,7 +111,9 @@ class Recipe(Section):
         (), "epochs at which multistep multiplies lr by gamma", ge=1, increasing=True
     )
     gamma: float = setting(0.1, "multistep's factor", gt=0, le=1)
-    augment: bool = setting(False, "random crops (padding 4) and horizontal flips")
+    augment: Literal["none", "crop", "crop_flip"] = setting(
+        "none", "random crops with zero padding 4 (crop), and horizontal flips (crop_flip)"
+    )
 
     def check(self, where: str) -> None:
         if self.nesterov and self.momentum == 0:

@@ -33,13 +33,13 @@ def stacked_net(
     model: torch.nn.Module,
     train: ImageData | TensorData,
     device: torch.device | str,
-    augment: bool,
+    augment: str,
     generic: bool = False,
     dtype: torch.dtype = torch.float32,
 ):
     """The fastest stacked formulation for `model`: the matmul forms of OptuNet and of MLPs
     when they apply (unless `generic`), vmap otherwise (images only)."""
-    if not generic and not augment:
+    if not generic and augment == "none":
         if optunet_stacked.supports(model) and dtype == torch.float32:
             return optunet_stacked.OptuNetStacked(model, train, device)
         if mlp_stacked.supports(model):
@@ -93,7 +93,7 @@ def train_batched(
     chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
     order_generators = [seed_generator(seed, "order") for seed in seeds]
     augment_generators = (
-        [seed_generator(seed, "augment") for seed in seeds] if recipe.augment else None
+        [seed_generator(seed, "augment") for seed in seeds] if recipe.augment != "none" else None
     )
     targets = train.targets.to(device)
     optimizer = StackedSGD(params, recipe.momentum, recipe.nesterov, recipe.weight_decay)

@@ -44,15 +44,16 @@ def seed_batches(
     seed: int,
     epochs: int,
     device: torch.device | str = "cpu",
-    augment: bool = False,
+    augment: str = "none",
 ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """(epoch, normalised inputs, labels) for every step of `epochs` epochs, in seed `seed`'s
     data order (and augmentation): the same stream the trainers use."""
     order_generator = seed_generator(seed, "order")
-    augment_generator = seed_generator(seed, "augment") if augment else None
+    augmenting = augment != "none"
+    augment_generator = seed_generator(seed, "augment") if augmenting else None
     images = train.images.to(device)
     labels = train.labels.to(device)
-    table = None if augment else train.normalize(images)  # normalised once
+    table = None if augmenting else train.normalize(images)  # normalised once
     for epoch in range(epochs):
         order = epoch_orders(len(train), [order_generator])[0].to(device)
         for start, stop in batch_bounds(len(train), batch_size):
@@ -60,7 +61,7 @@ def seed_batches(
             if augment_generator is None:
                 x = table[idx]
             else:
-                x = train.normalize(augment_crop_flip(images[idx], augment_generator))
+                x = train.normalize(augment_crop_flip(images[idx], augment_generator, augment))
             yield epoch, x, labels[idx]
 
 

@@ -21,7 +21,7 @@ class VmapNet:
     """Generic stacked forward: vmap over the model axis of parameters and inputs."""
 
     def __init__(
-        self, model: nn.Module, train: ImageData, device: torch.device | str, augment: bool = False
+        self, model: nn.Module, train: ImageData, device: torch.device | str, augment: str = "none"
     ) -> None:
         if any(True for _ in model.buffers()):
             raise ValueError(
@@ -33,7 +33,7 @@ class VmapNet:
         self.augment = augment
         self.images = train.images.to(device)
         # normalised once: the per-batch gather then costs one index, not a conversion
-        self.table = None if augment else train.normalize(self.images)
+        self.table = None if augment != "none" else train.normalize(self.images)
 
         def one_model(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
             return torch.func.functional_call(self.skeleton, params, (x,))
@@ -47,9 +47,12 @@ class VmapNet:
     def inputs(
         self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None
     ) -> torch.Tensor:
-        if not self.augment:
+        if self.augment == "none":
             return self.table[idx]
-        crops = [augment_crop_flip(self.images[i], g) for i, g in zip(idx, augment_generators)]
+        crops = [
+            augment_crop_flip(self.images[i], g, self.augment)
+            for i, g in zip(idx, augment_generators)
+        ]
         return self.data.normalize(torch.stack(crops))
 
     def forward(self, params: dict[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
