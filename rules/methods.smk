@@ -31,6 +31,8 @@ use rule gather_posterior as gather_pool with:
         f"{RESULTS}/{{experiment}}/logs/gather_pool.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/gather_pool.tsv"
+    wildcard_constraints:
+        experiment=trained_pattern(pool=True),
     message:
         "Gathering the {wildcards.experiment} pool shards into the pool store"
 

@@ -41,6 +41,9 @@ rule gather_posterior:
         f"{RESULTS}/{{experiment}}/logs/gather_posterior.log",
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/gather_posterior.tsv"
+    wildcard_constraints:
+        # experiments whose target is imported (rules/checkpoints.smk) never train one
+        experiment=trained_pattern(),
     conda:
         "../envs/symbnn.yaml"
     threads: 1

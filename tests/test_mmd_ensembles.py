@@ -14,6 +14,18 @@ def test_members_are_disjoint_converged_checkpoints(optunet_store):
     assert target == [0, 2] and members == [3, 5]
     with pytest.raises(MMDInputError, match="too few"):
         split_members(store.path, converged, 3)
+    # a capped target sample: the converged networks just before the members
+    target, members = split_members(store.path, list(range(8)), 3, n_target=2)
+    assert target == [3, 4] and members == [5, 6, 7]
+
+
+def test_the_target_cap_is_a_setting_left_out_of_params_while_unset():
+    from symbnn.settings import Mmd
+
+    assert "de_target" not in Mmd(de_members=4).to_dict()
+    assert Mmd(de_members=4, de_target=10).to_dict()["de_target"] == 10
+    with pytest.raises(ValueError, match="de_target"):
+        Mmd.parse({"de_target": 1}, "mmd")
 
 
 def test_check_reports_mmd_and_ns_mmd(optunet_store, tmp_path):

@@ -17,6 +17,7 @@ with log_to(snakemake.log[0]):
         pvalue=settings.pvalue,
         seed=settings.seed,
         device=environment(snakemake).device,
+        n_target=settings.de_target,
     )
     write_table(per_layer, snakemake.output.per_layer)
     write_table(summary, snakemake.output.summary)

@@ -20,18 +20,25 @@ MMD = Mmd()
 
 
 def split_members(
-    store_path: str | os.PathLike, converged: list[int], n_members: int
+    store_path: str | os.PathLike,
+    converged: list[int],
+    n_members: int,
+    n_target: int | None = None,
 ) -> tuple[list[int], list[int]]:
     """(target rows, member rows): the last ``n_members`` converged networks (`converged`:
-    the converged rows) form the ensemble, every other converged network the target sample;
-    non-converged ones are left out."""
+    the converged rows) form the ensemble, every other converged network the target sample
+    (only the ``n_target`` just before the members when given); non-converged ones are left
+    out."""
     rows = list(converged)
     if len(rows) < n_members + 2:
         raise MMDInputError(
             f"{store_path}: {len(rows)} converged networks, too few for a Deep Ensembles check with "
             f"{n_members} members and at least 2 target networks (lower mmd.de_members)"
         )
-    return rows[:-n_members], rows[-n_members:]
+    target = rows[:-n_members]
+    if n_target is not None:
+        target = target[-n_target:]
+    return target, rows[-n_members:]
 
 
 def compare_stores(
@@ -88,10 +95,12 @@ def deep_ensembles_check(
     pvalue: bool = MMD.pvalue,
     seed: int = MMD.seed,
     device: str = "auto",
+    n_target: int | None = MMD.de_target,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The MMD of a Deep Ensemble of ``n_members`` converged target checkpoints against the
-    disjoint converged rest (see `compare_stores` for the tables)."""
-    target_rows, member_rows = split_members(target_path, converged, n_members)
+    disjoint converged rest (at most ``n_target`` of them; see `compare_stores` for the
+    tables)."""
+    target_rows, member_rows = split_members(target_path, converged, n_members, n_target)
     return compare_stores(
         (target_path, canonical_path),
         (target_path, canonical_path),

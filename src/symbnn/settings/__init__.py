@@ -17,6 +17,7 @@ from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRe
 from symbnn.settings.training import (
     Compute,
     Data,
+    ImportedModel,
     MlpModel,
     Model,
     OodOptions,
@@ -43,6 +44,7 @@ __all__ = [
     "Marginals",
     "Methods",
     "Metrics",
+    "ImportedModel",
     "MlpModel",
     "Mmd",
     "Model",

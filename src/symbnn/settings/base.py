@@ -5,8 +5,9 @@ be > 0, got -1``).
 
 Field types understood by the parser (and by the JSON-schema generator in
 `symbnn.settings.schema`): bool, int, float, str, Literal[...], tuple[T, ...] and fixed
-tuples, dict[str, T], nested sections, unions of these (``X | None``, sections told apart by
-their ``name`` literal) and ``Literal[False]`` for "switched off".
+tuples, dict[str, T], Any (handed on unchecked), nested sections, unions of these (``X |
+None``, sections told apart by their ``name`` literal) and ``Literal[False]`` for "switched
+off".
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ def setting(
     max_items: int | None = None,
     unique: bool = False,
     increasing: bool = False,
+    pattern: str | None = None,
 ) -> Any:
     """A section field: its default (none: the key is required), a one-line description and
-    bounds. Number bounds apply to numbers and to the items of tuples of numbers."""
+    bounds. Number bounds apply to numbers and to the items of tuples of numbers; ``pattern``
+    is a regular expression a string must match whole."""
     metadata = {
         "doc": doc,
         "ge": ge,
@@ -55,6 +58,7 @@ def setting(
         "max_items": max_items,
         "unique": unique,
         "increasing": increasing,
+        "pattern": pattern,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -217,6 +221,8 @@ def _parse_type(tp: Any, value: Any, where: str) -> Any:
         return {str(k): _parse_type(item_type, v, _join(where, k)) for k, v in value.items()}
     if _is_section(tp):
         return tp.parse(value, where)
+    if tp is Any:
+        return value  # handed on unchecked (a user model's own constructor arguments)
     if tp is bool:
         return _parse_bool(value, where)
     if tp is int:
@@ -321,21 +327,32 @@ def _short(error: str) -> str:
 
 
 def _parse_tagged(sections: list[type[Section]], value: Mapping, where: str) -> Section:
-    """Sections told apart by the literal of their ``name`` field."""
-    by_name = {}
+    """Sections told apart by the literal of their ``name`` field; a section whose ``name`` is
+    a plain string (at most one: an import path, told apart by its colon) takes the rest."""
+    by_name, open_section = {}, None
     for section in sections:
-        for option in typing.get_args(type_hints(section)["name"]):
+        hint = type_hints(section)["name"]
+        if hint is str:
+            open_section = section
+        for option in typing.get_args(hint):
             by_name[option] = section
     name = value.get("name")
-    if name not in by_name:
-        raise ConfigError(
-            f"{_join(where, 'name')}: must be one of {', '.join(by_name)}; got {_show(name)}"
-        )
-    return by_name[name].parse(value, where)
+    if name in by_name:
+        return by_name[name].parse(value, where)
+    if open_section is not None and isinstance(name, str) and ":" in name:
+        return open_section.parse(value, where)
+    also = f" or {open_section.NAME_FORM}" if open_section is not None else ""
+    raise ConfigError(
+        f"{_join(where, 'name')}: must be one of {', '.join(by_name)}{also}; got {_show(name)}"
+    )
 
 
 def _check_bounds(value: Any, where: str, meta: Mapping[str, Any]) -> None:
     if value is None or value is False:
+        return
+    if isinstance(value, str) and meta.get("pattern"):
+        if not re.fullmatch(meta["pattern"], value):
+            raise ConfigError(f"{where}: expected {meta['doc']}, got {_show(value)}")
         return
     if isinstance(value, tuple):
         _check_items(value, where, meta)

@@ -86,6 +86,8 @@ def _type_schema(
         return {"type": "object", "additionalProperties": _type_schema(item, {}, definitions)}
     if isinstance(tp, type) and issubclass(tp, Section):
         return _ref(tp, definitions)
+    if tp is Any:
+        return {}
     if tp is bool:
         return {"type": "boolean"}
     if tp is int:
@@ -93,7 +95,9 @@ def _type_schema(
     if tp is float:
         return {"type": "number", **_number_bounds(meta)}
     if tp is str:
-        return {"type": "string"}
+        pattern = meta.get("pattern")
+        # JSON schema patterns search; the parser matches the whole text
+        return {"type": "string", **({"pattern": f"^(?:{pattern})$"} if pattern else {})}
     if tp is type(None):
         return {"type": "null"}
     raise TypeError(f"no JSON schema for type {tp!r}")

@@ -8,6 +8,7 @@ import math
 from typing import Any, Literal
 
 from symbnn.settings.base import ConfigError, Section, setting, type_hints
+from symbnn.settings.checkpoints import Checkpoints
 
 TrainDataset = Literal["digits", "mnist", "fashionmnist", "cifar100", "tinyimagenet"]
 OodDataset = Literal["natural_patches", "fashionmnist", "mnist", "svhn", "textures"]
@@ -77,13 +78,45 @@ class MlpModel(ModelSection):
 
 @dataclasses.dataclass(frozen=True)
 class Resnet18Model(ModelSection):
-    DOC = "ResNet-18 with a 3x3 stem and no max-pool (32x32 and 64x64 inputs)"
+    DOC = "ResNet-18 (torchvision's), by default with a 3x3 stem and no max-pool"
     name: Literal["resnet18"] = setting(doc="architecture")
     num_classes: int | None = setting(None, "classes", ge=2)
     in_channels: int | None = setting(None, "input channels", ge=1)
+    stem: Literal["cifar", "imagenet"] | None = setting(
+        None, "cifar: 3x3 stride-1 convolution, no max-pool; imagenet: 7x7 stride 2 and max-pool"
+    )
 
 
-Model = OptunetModel | MlpModel | Resnet18Model
+@dataclasses.dataclass(frozen=True)
+class Resnet20FrnSiluModel(ModelSection):
+    DOC = "ResNet-20 with filter response normalisation and SiLU (permutation symmetries only)"
+    name: Literal["resnet20_frn_silu"] = setting(doc="architecture")
+    num_classes: int | None = setting(None, "classes", ge=2)
+    in_channels: int | None = setting(None, "input channels", ge=1)
+    width: int | None = setting(None, "channels of the first stage (doubled at each stage)", ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportedModel(ModelSection):
+    DOC = "a model of your own: a class or factory named by its import path"
+    # how the settings layer's error names this form beside the shipped names
+    NAME_FORM = "an import path 'package.module:attribute'"
+    name: str = setting(
+        doc="an import path 'package.module:attribute' (an nn.Module class or a function "
+        "returning one; the module must be importable: installed, or on PYTHONPATH)",
+        pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*",
+    )
+    options: dict[str, Any] | None = setting(None, "keyword arguments of the class or function")
+    input_shape: tuple[int, ...] | None = setting(
+        None,
+        "shape of one input, e.g. [1, 28, 28]: one batch of it is traced to derive the "
+        "symmetry structure (default: guessed from the first layer, 32 x 32 maps for a conv)",
+        ge=1,
+        min_items=1,
+    )
+
+
+Model = OptunetModel | MlpModel | Resnet18Model | Resnet20FrnSiluModel | ImportedModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,8 +207,25 @@ class Posterior(Section):
     min_accuracy: float = setting(
         0.5, "test accuracy under which a network is flagged as not converged", ge=0, le=1
     )
+    source: Literal["train", "checkpoints"] = setting(
+        "train",
+        "train: networks trained from seeds; checkpoints: the authors' released networks, "
+        "imported (n_samples of them from checkpoints.first)",
+    )
+    checkpoints: Checkpoints | None = setting(
+        None, "the released networks to import when source is checkpoints"
+    )
 
     def check(self, where: str) -> None:
+        if self.source == "checkpoints" and self.checkpoints is None:
+            raise ConfigError(
+                f"{where}.checkpoints: missing (source checkpoints imports the networks it names)"
+            )
+        if self.source == "train" and self.checkpoints is not None:
+            raise ConfigError(
+                f"{where}.checkpoints: only read when source is checkpoints (set "
+                f"{where}.source: checkpoints, or remove it)"
+            )
         if self.shard_size > self.n_samples:
             raise ConfigError(
                 f"{where}.shard_size: {self.shard_size} exceeds n_samples ({self.n_samples})"

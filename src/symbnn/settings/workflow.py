@@ -41,13 +41,33 @@ class Experiment(Section):
                 f"{where}.mmd.de_members: {members} must leave at least 2 of the "
                 f"{self.posterior.n_samples} target networks"
             )
-        if self.methods is not None:
+        if self.posterior.source == "checkpoints":
+            self._check_released_model(where)
+        elif self.methods is not None:
             pool, target = self.methods.pool_seeds, self.posterior.seeds
             if pool.start < target.stop and target.start < pool.stop:
                 raise ConfigError(
                     f"{where}.methods.first_seed: the pool's seeds {pool.start}..{pool.stop - 1} "
                     f"overlap the target posterior's {target.start}..{target.stop - 1}"
                 )
+
+    def _check_released_model(self, where: str) -> None:
+        """The model must be the released networks' architecture (the stem of a ResNet-18
+        aside: the files tell it)."""
+        from symbnn.checkpoints.releases import release
+
+        released = release(self.posterior.checkpoints.setting).architecture
+        model = self.model.to_dict()
+        differing = [
+            key
+            for key in sorted({*released, *model} - {"stem"})
+            if model.get(key) != released.get(key)
+        ]
+        if differing:
+            raise ConfigError(
+                f"{where}.model: the released {self.posterior.checkpoints.setting} networks are "
+                f"{released}, not {model} (differing: {', '.join(differing)})"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -546,6 +546,8 @@ class _Derivation:
             self.batchnorm(node, m)
         elif kind is nn.LayerNorm:
             self.layernorm(node, m)
+        elif is_filter_response_norm(m):
+            self.filter_response_norm(node, m)
         elif kind in _HOMOGENEOUS_MODULES or (kind is nn.PReLU and m.num_parameters == 1):
             self.env[node] = self.layout(node.args[0])
         elif kind in _POOL_MODULES and not getattr(m, "return_indices", False):
@@ -709,6 +711,31 @@ class _Derivation:
         if m.weight is not None:
             self.mass[f"{where}.weight"] = None
         self.env[node] = _Layout(dim, tuple(out))
+
+    def filter_response_norm(self, node: fx.Node, m: nn.Module) -> None:
+        """y = max(gamma x / sqrt(mean(x^2) + eps) + beta, tau), per channel: tau, beta and
+        gamma (shape (1, C, 1, 1)) move with the channels. The input's scale is fixed (the
+        normalisation undoes it only up to eps); gamma, beta and tau carry the output's
+        (the thresholded unit is positively homogeneous in the three together)."""
+        where, x = str(node.target), node.args[0]
+        if len(self.shape(x)) != m.gamma.dim():
+            self.unknown(node, "filter response normalisation of an unexpected shape")
+            return
+        segs = self.segs_or_fixed(x, 1, where)
+        reason = "filter response normalisation fixes each channel's scale (exact up to eps)"
+        self.freeze(_Layout(1, tuple(_Seg(None, s.scale, s.width) for s in segs)), where, reason)
+        single, offset, out = len(segs) == 1, 0, []
+        for seg in segs:
+            at = None if single else offset
+            scale = None if seg.perm is None else self.spaces.new_scale(where)
+            for name, role in (("gamma", "bn_weight"), ("beta", "bn_bias"), ("tau", "bn_bias")):
+                self.claim(
+                    Axis(f"{where}.{name}", 1, role, offset=at), seg.perm, scale, seg.width, where
+                )
+            out.append(_Seg(seg.perm, scale, seg.width))
+            offset += seg.width
+        self.mass[f"{where}.gamma"] = None
+        self.env[node] = _Layout(1, tuple(out))
 
     # --------------------------------------------------------------- elementwise and shape ops
 
@@ -1063,6 +1090,23 @@ def default_input(model: nn.Module) -> torch.Tensor:
     raise ValueError(f"cannot guess an input for {type(model).__name__}: pass example_input")
 
 
+def is_filter_response_norm(m: nn.Module) -> bool:
+    """A filter response normalisation with its TLU: symbnn's (`symbnn.models.frn`) or
+    TorchUncertainty's, told by name and parameters (tau, beta, gamma of shape (1, C, 1, ...))."""
+    # m._parameters, not getattr: while tracing, attribute access yields proxies
+    return "FilterResponseNorm" in type(m).__name__ and all(
+        m._parameters.get(name) is not None for name in ("tau", "beta", "gamma")
+    )
+
+
+class _Tracer(fx.Tracer):
+    """torch.fx's tracer, with filter response normalisations kept whole (one node), as
+    torch.nn's own layers are."""
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return is_filter_response_norm(m) or super().is_leaf_module(m, qualname)
+
+
 def trace(model: nn.Module, example_input=None) -> fx.GraphModule:
     """The model's torch.fx graph, every tensor's shape recorded (``node.meta['tensor_meta']``)
     by one eval-mode pass of ``example_input`` (a tensor or a tuple of positional inputs)."""
@@ -1081,7 +1125,7 @@ def trace(model: nn.Module, example_input=None) -> fx.GraphModule:
     model.eval()
     try:
         try:
-            gm = fx.symbolic_trace(model)
+            gm = fx.GraphModule(model, _Tracer().trace(model))
         except Exception as exc:
             raise ValueError(
                 f"torch.fx cannot trace {type(model).__name__} ({type(exc).__name__}: {exc}); "

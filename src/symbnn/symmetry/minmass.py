@@ -23,6 +23,7 @@ reports the degenerate ones with NaN scales and masses, ``solver_converged=False
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Mapping
@@ -38,7 +39,11 @@ from symbnn.symmetry.minmass_fast import MAX_SWEEPS, TOLERANCE
 from symbnn.symmetry.operators import as_stack, unstack
 from symbnn.threads import torch_threads_for
 
+LOG = logging.getLogger(__name__)
+
 SOLVERS = ("fast", "cvxpy")
+# The status of every sample of a network without scaling symmetries.
+NOTHING_TO_RESCALE = "nothing to rescale: the architecture has no scaling symmetry"
 
 
 @dataclass
@@ -142,6 +147,8 @@ def _min_mass(
     stacked, single = as_stack(state, sym)
     check_finite(stacked, sym, sample_offset)
     problem = mass_problem(stacked, sym, device=device)
+    if not problem.widths:
+        return _nothing_to_rescale(problem, stacked, single, solver, return_state)
     n = problem.n
     dev = problem.device
     degenerate = problem.degenerate()
@@ -193,6 +200,34 @@ def _min_mass(
         result.scales = {k: v[0] for k, v in scales.items()}
         result.iterations, result.solver_converged = iterations[0], solver_converged[0]
         result.residual, result.degenerate = residual[0], degenerate[0]
+    return result
+
+
+def _nothing_to_rescale(problem, stacked, single, solver, return_state) -> MinMassResult:
+    """A network without scaling symmetries (SiLU, GELU, normalised inputs...): every
+    network is its own min-mass network, with no scale to report (``scales`` is empty and
+    ``status`` says why)."""
+    n = problem.n
+    mass = problem.mass()
+    zeros = torch.zeros(n, dtype=torch.float64)
+    result = MinMassResult(
+        mass_before=mass,
+        mass_after=mass.clone(),
+        scales={},
+        iterations=torch.zeros(n, dtype=torch.int64),
+        solver_converged=torch.ones(n, dtype=torch.bool),
+        residual=zeros,
+        degenerate=torch.zeros(n, dtype=torch.bool),
+        state=unstack(dict(stacked), single) if return_state else None,
+        status=[NOTHING_TO_RESCALE] * n,
+    )
+    if single:
+        result.mass_before, result.mass_after = result.mass_before[0], result.mass_after[0]
+        result.iterations, result.solver_converged = (
+            result.iterations[0],
+            result.solver_converged[0],
+        )
+        result.residual, result.degenerate = result.residual[0], result.degenerate[0]
     return result
 
 
@@ -271,7 +306,12 @@ def minmass_table(
         add("solver_converged", res.solver_converged.tolist())
         add("degenerate", res.degenerate.tolist())
         add("residual", res.residual.tolist())
-        log_s = torch.cat([v.log() for v in res.scales.values()], dim=1)
+        add("scaling_dof", [sum(v.shape[-1] for v in res.scales.values())] * k)
+        # no scale at all (no scaling symmetry): every scale is 1, its log 0
+        if res.scales:
+            log_s = torch.cat([v.log() for v in res.scales.values()], dim=1)
+        else:
+            log_s = torch.zeros(k, 1, dtype=torch.float64)
         add("log_scale_min", log_s.amin(dim=1).tolist())
         add("log_scale_median", log_s.median(dim=1).values.tolist())
         add("log_scale_max", log_s.amax(dim=1).tolist())
@@ -285,4 +325,6 @@ def minmass_table(
             add(f"max_abs_after.{name}", after.tolist())
     table = pl.DataFrame(columns)
     check_finite_table(table, in_path)
+    if not sym.scale_groups:
+        LOG.warning("%s: %s; masses after equal masses before", in_path, NOTHING_TO_RESCALE)
     return table

@@ -1,0 +1,71 @@
+"""Models of the user's own, named in a spec by import path.
+
+``{"name": "package.module:attribute", "options": {...}, "input_shape": [C, H, W]}``: the
+attribute (a class or a function; dots walk nested attributes) is called with ``options`` as
+keyword arguments and must return an ``nn.Module``. ``input_shape`` is the shape of one input,
+used only to trace the model when its symmetry structure is derived (`example_input`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import torch
+from torch import nn
+
+SPEC_KEYS = ("name", "options", "input_shape")
+
+
+def is_import_path(name: Any) -> bool:
+    """Shipped models have plain names; an import path has a colon."""
+    return isinstance(name, str) and ":" in name
+
+
+def resolve(path: str) -> Any:
+    """The object ``package.module:attribute`` names; a clear error when it is missing."""
+    module_name, _, attribute = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"model {path!r}: cannot import module {module_name!r} ({exc}); is it installed, "
+            "or on PYTHONPATH?"
+        ) from exc
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"model {path!r}: {target.__name__!r} has no attribute {part!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"model {path!r}: {attribute!r} is not a class or function")
+    return target
+
+
+def build_imported(spec: dict[str, Any]) -> nn.Module:
+    """Call the spec's class or function with its options; the result must be a module."""
+    path = spec["name"]
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
+    if unknown:
+        raise ValueError(
+            f"model {path!r}: unknown spec keys {unknown} (a model named by import path takes "
+            f"{', '.join(SPEC_KEYS)}; constructor arguments go under 'options')"
+        )
+    options = dict(spec.get("options") or {})
+    try:
+        model = resolve(path)(**options)
+    except TypeError as exc:
+        raise ValueError(f"bad options for model {path!r}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model {path!r} returned {type(model).__name__}, not an nn.Module")
+    return model
+
+
+def example_input(spec: dict[str, Any], model: nn.Module) -> torch.Tensor | None:
+    """Two inputs of the spec's ``input_shape``, matching the model's dtype and device; None
+    when the spec has none (the tracer then guesses from the first layer)."""
+    shape = spec.get("input_shape")
+    if not shape:
+        return None
+    p = next((p for p in model.parameters() if p.is_floating_point()), None)
+    dtype = p.dtype if p is not None else torch.float32
+    return torch.randn(2, *shape, dtype=dtype, device=getattr(p, "device", None))
