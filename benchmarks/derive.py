@@ -5,10 +5,13 @@ it once (shapes), and follows the units through the graph. Each model is built i
 with freshly initialised weights (never downloaded); the derivation is timed ``--repeat``
 times after one untimed warm-up call, and the best time is reported, split into the trace
 (torch.fx and the shape pass) and the rest. Target (issue "Bring your own network"):
-ResNet-50 under 5 s.
+ResNet-50 under 5 s. With ``--engine``, the canonical form and the min-mass solve of one
+network are timed too, in nanoseconds per parameter, so that a derived structure (ResNet-50)
+can be compared with a hand-written one (resnet18_cifar) at the same cost per parameter.
 
     python benchmarks/derive.py                       # the zoo at 32 x 32
     python benchmarks/derive.py --size 224 --models resnet50 densenet121
+    python benchmarks/derive.py --engine --models resnet18_cifar resnet18 resnet50
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 import torch
 import torchvision
 
+from symbnn import api
 from symbnn.models import MLP, OptuNet, resnet18_cifar
 from symbnn.symmetry import symmetry_of
 from symbnn.symmetry.counting import total_symmetries
@@ -66,6 +70,9 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--engine", action="store_true", help="also time canonicalize and min_mass per parameter"
+    )
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -76,6 +83,7 @@ def main(argv=None) -> int:
         f"{'model':16s} {'params':>8s} {'nodes':>6s} {'trace s':>8s} {'derive s':>9s} "
         f"{'total s':>8s} {'groups':>6s} {'scales':>6s} {'coupl':>5s} {'log10 perms':>11s} "
         f"{'limits':>6s} {'target':>7s}"
+        + (f" {'canon ns/p':>10s} {'minmass ns/p':>12s}" if args.engine else "")
     )
     print(f"one core ({args.threads} thread(s)), batch {args.batch}, float32")
     print(header)
@@ -105,11 +113,24 @@ def main(argv=None) -> int:
         }
         rows.append(row)
         verdict = "" if target is None else ("ok" if t_total < target else "MISSED")
+        engine = ""
+        if args.engine:
+            state = model.state_dict()
+            per_param = 1e9 / row["params"]
+            row["canonicalize_ns_per_param"] = per_param * best_of(
+                args.repeat, lambda state=state, sym=sym: api.canonicalize(state, sym)
+            )
+            row["minmass_ns_per_param"] = per_param * best_of(
+                args.repeat, lambda state=state, sym=sym: api.min_mass(state, sym)
+            )
+            engine = (
+                f" {row['canonicalize_ns_per_param']:10.1f} {row['minmass_ns_per_param']:12.1f}"
+            )
         print(
             f"{name:16s} {row['params'] / 1e6:7.1f}M {row['nodes']:6d} {t_trace:8.3f} "
             f"{row['derive_s']:9.3f} {t_total:8.3f} {row['groups']:6d} {row['scale_groups']:6d} "
             f"{row['couplings']:5d} {row['log10_permutations']:11.0f} {row['limits']:6d} "
-            f"{verdict:>7s}"
+            f"{verdict:>7s}{engine}"
         )
     if args.json:
         with open(args.json, "w") as f:

@@ -67,8 +67,12 @@ def symmetry_of(model: nn.Module | dict[str, Any] | Symmetry, example_input=None
         return model
     if _is_spec(model):
         from symbnn.models import build_model
+        from symbnn.models import example_input as spec_input
 
-        return derive(build_model(model), example_input, architecture=dict(model))
+        net = build_model(model)
+        if example_input is None:
+            example_input = spec_input(model, net)
+        return derive(net, example_input, architecture=dict(model))
     if isinstance(model, nn.Module):
         return derive(model, example_input)
     raise TypeError(

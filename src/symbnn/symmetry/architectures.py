@@ -2,6 +2,8 @@
 
 ``unit_groups(spec)`` is the one entry point; it builds the model once to read its shapes
 and BatchNorm eps, then describes which axes of which tensors permute and scale together.
+Models the project does not ship (named by import path) get the structure derived from
+their traced graph (`symbnn.symmetry.derive`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ def unit_groups(spec: dict[str, Any] | nn.Module) -> Symmetry:
 
     if isinstance(model, ResNet):
         return _resnet(model, architecture, shapes)
-    raise ValueError(f"no symmetry structure known for {type(model).__name__}")
+    # Any other model (one named by import path): its structure is derived from its traced
+    # graph, which proves each symmetry it lists and leaves out what it cannot prove.
+    from symbnn.models import example_input
+    from symbnn.symmetry.derive import symmetry_of
+
+    example = example_input(architecture, model) if isinstance(spec, dict) else None
+    return symmetry_of(model, example, architecture=architecture)
 
 
 def _hidden(

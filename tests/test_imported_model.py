@@ -1,0 +1,90 @@
+"""A model named by import path: settings, building, derived structure and its properties."""
+
+import pytest
+import torch
+import yaml
+
+from symbnn import api
+from symbnn.models import build_model
+from symbnn.settings import ConfigError, ImportedModel, config_from_mapping
+from symbnn.symmetry import unit_groups
+from symbnn.symmetry.testing import random_module_state, relative_difference
+
+SPEC = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
+
+
+def with_model(model):
+    from pathlib import Path
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    config["experiments"]["default"]["model"] = model
+    return config
+
+
+def test_the_settings_take_an_import_path_and_hand_its_options_on():
+    section = config_from_mapping(with_model(SPEC)).experiments["default"].model
+    assert isinstance(section, ImportedModel)
+    assert section.to_dict() == SPEC
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (
+            {"name": "smallcnn"},
+            "must be one of optunet, mlp, resnet18, resnet20_frn_silu or an import path",
+        ),
+        ({"name": "user_models:Small CNN"}, "expected an import path"),
+        ({"name": "user_models:SmallCNN", "channels": 3}, "model.channels: unknown key"),
+        ({"name": "user_models:SmallCNN", "input_shape": [1, 0]}, "input_shape[1]: must be >= 1"),
+    ],
+)
+def test_bad_model_settings_name_the_key(model, message):
+    with pytest.raises(ConfigError, match="experiments.default.model") as error:
+        config_from_mapping(with_model(model))
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"name": "no_such_module_here:Net"}, "cannot import module 'no_such_module_here'"),
+        ({"name": "user_models:Missing"}, "has no attribute 'Missing'"),
+        ({"name": "user_models:not_a_model"}, "returned str, not an nn.Module"),
+        ({"name": "user_models:SmallCNN", "options": {"depth": 3}}, "bad options"),
+        ({"name": "user_models:SmallCNN", "width": 3}, "unknown spec keys ['width']"),
+    ],
+)
+def test_a_model_that_cannot_be_built_says_why(spec, message):
+    with pytest.raises(ValueError) as error:
+        build_model(spec)
+    assert message in str(error.value) and spec["name"] in str(error.value)
+
+
+def test_the_structure_is_derived_from_the_traced_model():
+    sym = unit_groups(SPEC)
+    assert sym.architecture == SPEC
+    assert [(g.name, g.width) for g in sym.groups] == [
+        ("features.0", 3),
+        ("features.3", 6),
+        ("classifier.1", 12),
+    ]
+    assert (sym.output_bias, sym.output_weight) == ("classifier.3.bias", "classifier.3.weight")
+    assert sym.limits == ()
+
+
+def test_a_random_symmetry_keeps_the_function_and_the_canonical_form():
+    model = build_model(SPEC).double().eval()
+    state = random_module_state(model, seed=3)
+    moved = api.random_symmetry(state, SPEC, seed=4)
+    # the weights did move
+    assert relative_difference(state["features.0.weight"], moved["features.0.weight"]) > 0.1
+    x = torch.randn(16, 1, 28, 28, dtype=torch.float64)
+
+    def probabilities(s):  # the softmax's shift freedom moves the logits, not these
+        model.load_state_dict(s)
+        return model(x).softmax(-1)
+
+    assert torch.allclose(probabilities(state), probabilities(moved), rtol=1e-9, atol=1e-12)
+    a, b = api.canonicalize(state, SPEC).state, api.canonicalize(moved, SPEC).state
+    assert all(torch.allclose(a[k], b[k], rtol=1e-9, atol=1e-10) for k in a)
