@@ -4,7 +4,10 @@
 
 from snakemake.utils import min_version
 
+import symbnn.joblines
 import symbnn.jobenv
+import symbnn.pulled
+import symbnn.report.front_page
 import symbnn.settings
 
 min_version("9.0")
@@ -17,14 +20,12 @@ symbnn.jobenv.put_sources_on_pythonpath(workflow.basedir)
 configfile: "config.yaml"
 
 
-report: "report/workflow.rst"
-
-
 # Every setting checked once, defaults filled in: rules read SETTINGS, never `config`.
 SETTINGS = symbnn.jobenv.workflow_settings(config, workflow)
 
 
 include: "rules/common.smk"
+include: "rules/checkpoints.smk"
 include: "rules/posterior.smk"
 include: "rules/symmetry.smk"
 include: "rules/methods.smk"
@@ -40,3 +41,21 @@ rule all:
         all_targets(),
         *analyses_targets(),
         *alignment_targets(),
+        *imported_targets(),
+
+
+# the report opens on what was run and the headline results (symbnn.report.front_page)
+FRONT_PAGE = symbnn.report.front_page.report_text(
+    SETTINGS, "report/workflow.rst", workflow.basedir, n_parameters
+)
+
+
+report: FRONT_PAGE
+
+
+# every rule's message ends with the job's threads, memory, time limit and GPUs, so that a
+# dry run shows what each job asks for
+symbnn.joblines.add_resources_to_messages(workflow)
+
+# results restored by `dvc pull` are made up to date for Snakemake once (src/symbnn/pulled.py)
+symbnn.pulled.adopt_pulled_results(workflow, [f"{RESULTS}/{name}" for name in RUN] + [ANALYSES])

@@ -4,7 +4,8 @@
 #                                  record every result's hash in dvc.lock, upload to the remote;
 #                                  then `git add dvc.lock && git commit`. If the upload fails,
 #                                  dvc.lock is left as it was.
-#   make pull                      on a fresh clone: download every result dvc.lock names, adopt
+#   make pull                      on a fresh clone: `dvc pull`, quiet, naming the remote when
+#                                  it fails; Snakemake adopts the results (src/symbnn/pulled.py)
 #   make pull-experiment EXP=NAME  only the checkpoints (weight stores) of one experiment, adopt
 #   make adopt [EXP=NAME]          after a `dvc pull` / `dvc checkout` typed by hand: mark the
 #                                  restored results up to date for Snakemake (docs/dvc.md: why)
@@ -74,8 +75,36 @@ for step in (["commit", "--force"], ["push"]):
             lock.write_bytes(before)
         sys.exit(f"push: `dvc {' '.join(step)}` failed (above); dvc.lock is left as it was. "
                  "Fix the remote (make dvc-remote, or DVC_REMOTE=...) and run make push again")
+# these results are Snakemake's own here: nothing for the Snakefile to adopt (symbnn.pulled)
+from symbnn.pulled import mark_adopted
+mark_adopted()
 endef
 export DVC_PUSH
+
+# `dvc pull` (through DVC_CLI), quiet; when it fails, say which remote it tried and what to do.
+# After it, the next Snakemake run adopts the restored results (src/symbnn/pulled.py).
+define DVC_PULL
+import os, subprocess, sys
+from pathlib import Path
+run = subprocess.run([sys.executable, "-c", os.environ["DVC_CLI"], "pull", *sys.argv[1:]],
+                     capture_output=True, text=True)
+lines = (run.stdout + run.stderr).strip().splitlines()
+if run.returncode == 0:
+    print("\n".join(line for line in lines if not line.startswith(("A ", "M ", "D "))))
+    sys.exit(0)
+url = os.environ.get("DVC_REMOTE", "")
+if not url:
+    listed = subprocess.run([sys.executable, "-m", "dvc", "remote", "list"], capture_output=True, text=True)
+    url = next((l.split()[1] for l in listed.stdout.splitlines() if "(default)" in l), "(none)")
+where = f"the DVC remote 'results' at {url}"
+if "://" not in url and not Path(url).exists():
+    where += " (no such folder)"
+print("\n".join(lines[-15:]), file=sys.stderr)
+sys.exit(f"pull: could not download the results dvc.lock records from {where}.\n"
+         "      On the machine that ran the workflow, make push uploads them; to use another\n"
+         "      remote: make dvc-remote DVC_REMOTE=PATH_OR_URL, or DVC_REMOTE=... make pull")
+endef
+export DVC_PULL
 
 # Refuse to adopt results whose experiment settings (config.yaml) differ from those dvc.lock
 # recorded for them; FORCE=1 adopts anyway. Changed code is only reported.
@@ -231,17 +260,26 @@ push: $(DVC_STAMP)
 	case "$$out" in *"Nothing to be done"*) ;; *) printf '%s\n' "$$out"; \
 	  echo "push: Snakemake has jobs left to run (above): finish the workflow first, so that"; \
 	  echo "      dvc.lock records results that match config.yaml"; exit 1;; esac
+	@# the report travels with the results (dvc.yaml's report stage): built from them now
+	@$(DVC_SNAKEMAKE) --report $(DVC_RESULTS)/report.html > /dev/null 2>&1 || \
+	  $(DVC_SNAKEMAKE) --report $(DVC_RESULTS)/report.html
 	@DVC_REMOTE='$(DVC_REMOTE)' $(DVC_PY) -c "$$DVC_PUSH"
 	@if test -n "$$(git status --porcelain -- dvc.lock 2>/dev/null)"; then \
 	  echo "dvc.lock changed: git add dvc.lock && git commit, so that clones pull these results"; fi
 
+# a summary, not a line per file: what DVC restored, then whether Snakemake has work left
 pull: $(DVC_STAMP)
-	$(DVC_CALL) pull
-	$(dvc_adopt)
+	@DVC_REMOTE='$(DVC_REMOTE)' $(DVC_PY) -c "$$DVC_PULL"
+	@out=$$($(DVC_SNAKEMAKE) --dry-run 2>&1) || { printf '%s\n' "$$out"; exit 1; }; \
+	printf '%s\n' "$$out" | grep '^symbnn:' || true; \
+	case "$$out" in *"Nothing to be done"*) echo "pull: snakemake -n has nothing to do";; \
+	  *) echo "pull: Snakemake would still run $$(printf '%s\n' "$$out" | sed -n 's/^total *//p') job(s): snakemake -n lists them";; esac
 
 pull-experiment: $(DVC_STAMP)
 	@test -n "$(EXP)" || { echo "usage: make pull-experiment EXP=NAME [CHECKPOINTS='posterior ...']"; exit 2; }
-	$(DVC_CALL) pull $(foreach part,$(CHECKPOINTS),$(DVC_RESULTS)/$(EXP)/$(part))
+	@# with the experiment's logs and benchmarks (small): `make adopt` would otherwise write
+	@# empty logs in their place, which DVC then sees as changed results
+	$(DVC_CALL) pull $(foreach part,$(CHECKPOINTS) logs benchmarks,$(DVC_RESULTS)/$(EXP)/$(part))
 	$(dvc_adopt)
 
 adopt: $(DVC_STAMP)

@@ -11,14 +11,14 @@ rule alignment_barrier:
         html=report(
             f"{RESULTS}/{{experiment}}/report/alignment_barrier.html",
             caption="../report/alignment_barrier.rst",
-            category="Alignment",
+            category="6 Alignment",
             subcategory="{experiment}",
             labels={"table": "loss barrier", "experiment": "{experiment}"},
         ),
         figure=report(
             f"{RESULTS}/{{experiment}}/report/alignment_interpolation.png",
             caption="../report/alignment_interpolation.rst",
-            category="Alignment",
+            category="6 Alignment",
             subcategory="{experiment}",
             labels={"figure": "interpolation", "experiment": "{experiment}"},
         ),

@@ -18,13 +18,15 @@ rule toy_posterior:
         summary_html=report(
             f"{ANALYSES}/report/toy_summary.html",
             caption="../report/toy_summary.rst",
-            category="1 Toy posterior",
+            category="7 Further analyses",
+            subcategory="toy posterior",
             labels={"table": "networks kept and function check"},
         ),
         figure=report(
             f"{ANALYSES}/report/toy_posterior.png",
             caption="../report/toy_posterior.rst",
-            category="1 Toy posterior",
+            category="7 Further analyses",
+            subcategory="toy posterior",
             labels={"figure": "output-layer weights (Figure 1)"},
         ),
     log:
@@ -52,14 +54,14 @@ rule marginals:
         summary_html=report(
             f"{ANALYSES}/report/marginals_summary.html",
             caption="../report/marginals_summary.rst",
-            category="Analyses",
+            category="7 Further analyses",
             subcategory="marginals",
             labels={"table": "Kolmogorov-Smirnov tests"},
         ),
         figure=report(
             f"{ANALYSES}/report/marginals.png",
             caption="../report/marginals.rst",
-            category="Analyses",
+            category="7 Further analyses",
             subcategory="marginals",
             labels={"figure": "marginals (Figure 9)"},
         ),
@@ -89,14 +91,14 @@ rule permutation_frequency:
         summary_html=report(
             f"{RESULTS}/{{experiment}}/report/permutation_frequency_summary.html",
             caption="../report/permutation_frequency_summary.rst",
-            category="Analyses",
+            category="7 Further analyses",
             subcategory="{experiment}",
             labels={"table": "permutation changes", "experiment": "{experiment}"},
         ),
         figure=report(
             f"{RESULTS}/{{experiment}}/report/permutation_frequency.png",
             caption="../report/permutation_frequency.rst",
-            category="Analyses",
+            category="7 Further analyses",
             subcategory="{experiment}",
             labels={"figure": "permutation frequency (Figure 4)", "experiment": "{experiment}"},
         ),
@@ -130,7 +132,7 @@ rule symmetrised_vi:
         html=report(
             f"{ANALYSES}/report/symmetrised_vi.html",
             caption="../report/symmetrised_vi.rst",
-            category="Related work",
+            category="8 Related work",
             labels={"table": "symmetrised VI"},
         ),
     log:
@@ -158,13 +160,13 @@ rule variational_alignment:
         html=report(
             f"{ANALYSES}/report/variational_alignment.html",
             caption="../report/variational_alignment.rst",
-            category="Related work",
+            category="8 Related work",
             labels={"table": "VI loss barrier"},
         ),
         figure=report(
             f"{ANALYSES}/report/variational_alignment.png",
             caption="../report/variational_alignment.rst",
-            category="Related work",
+            category="8 Related work",
             labels={"figure": "VI interpolation"},
         ),
     log:

@@ -14,7 +14,7 @@ rule mmd_deep_ensembles:
         summary_html=report(
             f"{RESULTS}/{{experiment}}/report/mmd_deep_ensembles.html",
             caption="../report/mmd_deep_ensembles.rst",
-            category="Target posterior",
+            category="1 Target posterior",
             subcategory="{experiment}",
             labels={"table": "Deep Ensembles check", "experiment": "{experiment}"},
         ),

@@ -56,7 +56,12 @@ rule minmass_report:
         figure=report(
             f"{RESULTS}/{{experiment}}/report/minmass.png",
             caption="../report/minmass.rst",
-            category="Symmetries",
+            category="2 Symmetry removal",
+            subcategory="{experiment}",
+            labels={
+                "figure": "min-mass before and after (Figure 2)",
+                "experiment": "{experiment}",
+            },
         ),
         summary=f"{RESULTS}/{{experiment}}/report/minmass_summary.md",
     log:

@@ -23,3 +23,23 @@ def test_environment_switch_turns_it_off(monkeypatch):
     bar.update(10)
     bar.close()
     assert log.getvalue() == ""
+
+
+def test_log_file_gets_one_state_per_line(monkeypatch):
+    """tqdm redraws with carriage returns: in a log each state is a line of its own, so `cat`
+    and `grep` see every one (a manual bar, two intervals apart, and the final state)."""
+    import symbnn.progress
+
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    monkeypatch.setattr(symbnn.progress, "LOG_INTERVAL", 0.0)
+    bar = progress(total=3, desc="sample", unit="net")
+    for _ in range(3):
+        bar.update(1)
+    bar.close()
+    text = log.getvalue()
+    assert "\r" not in text
+    lines = text.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["sample"] * len(lines)
+    assert lines[0].startswith("sample:   0%") and "3/3" in lines[-1]
+    assert len(lines) >= 3 and all(line == line.rstrip() for line in lines)

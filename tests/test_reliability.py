@@ -206,7 +206,9 @@ def test_bit_rot_in_a_column_block_read_is_named(tmp_path):
 
 def test_predictions_store_with_a_missing_or_damaged_chunk(tmp_path):
     samples = optunet(tmp_path, "samples.zarr", 3)
-    path = write_predictions(samples.path, tmp_path / "pred.zarr", random_images(20, 0), random_images(8, 1))
+    path = write_predictions(
+        samples.path, tmp_path / "pred.zarr", random_images(20, 0), random_images(8, 1)
+    )
     assert open_predictions(path).checksummed
     assert cli("store", "validate", path)[0] == 0
     saved = tmp_path / "labels-chunk"

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,8 +98,9 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
     assert (
         expected["train_shard"] == 4 + 1000 + 1000 and expected["train_pool_shard"] == 1 + 110 + 110
     )
-    # the tiny-ImageNet setting has no variational BNN (the paper could not train one)
-    assert expected["fit"] == 56 + 56 + 45
+    # one fit job per mode (10) of each trained method, one for Deep Ensembles; the
+    # tiny-ImageNet setting has no variational BNN (the paper could not train one)
+    assert expected["fit"] == (5 * 10 + 1) + (5 * 10 + 1) + (4 * 10 + 1)
     assert planned["total"] == sum(count for rule, count in planned.items() if rule != "total")
     assert not (tmp_path / "results").exists()
 
@@ -207,6 +209,10 @@ class LocalSlurm:
         self.workdir = workdir
         self.processes = []
         self.written = []
+        self.created = []  # folders and files this test created outside workdir, removed by stop
+        # more CPUs than this machine has (slurmd takes slurm.conf's word for it): a job can
+        # ask for more threads than the submit host's cores, as on a real cluster
+        self.cpus = (os.cpu_count() or 1) + 2
 
     def install(self):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -251,11 +257,12 @@ class LocalSlurm:
     def start(self):
         munge_key = Path("/etc/munge/munge.key")
         if not munge_key.exists() or munge_key.stat().st_size == 0:
+            if not munge_key.exists():
+                self.created.append(munge_key)
             run(["mungekey", "--create", f"--keyfile={munge_key}"])
         shutil.chown(munge_key, "munge", "munge")
         munge_key.chmod(0o400)
-        Path("/run/munge").mkdir(exist_ok=True)
-        shutil.chown("/run/munge", "munge", "munge")
+        self.make_folder("/run/munge", "munge")
         # setpriv execs munged itself, so the PID is munged's
         self.start_daemon(
             "munged",
@@ -272,12 +279,16 @@ class LocalSlurm:
             self.fail("munged did not answer")
 
         host = socket.gethostname().split(".")[0]
-        cpus = os.cpu_count()
         memory = int(run(["free", "-m"]).stdout.splitlines()[1].split()[1]) - 256
-        for folder in ("/var/spool/slurmctld", "/var/log/slurm"):
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            shutil.chown(folder, "slurm", "slurm")
-        Path("/var/spool/slurmd").mkdir(parents=True, exist_ok=True)
+        # the controller's state (its `clustername` file included) and slurmd's spool live in
+        # the test's folder: a later Slurm with another cluster name still starts
+        # the test's folder (pytest's, mode 700) is out of the slurm user's reach: a folder
+        # of its own under /tmp, removed by stop
+        state = Path(tempfile.mkdtemp(prefix="symbnn-slurmctld-"))
+        self.created.append(state)
+        shutil.chown(state, "slurm", "slurm")
+        spool = self.workdir / "slurmd"  # slurmd runs as root
+        spool.mkdir()
         # no slurmdbd: accounting off, so the profile's squeue status command is the one that
         # works; MinJobAge keeps finished jobs visible to `squeue -t all` for the assertions
         self.write(
@@ -288,8 +299,9 @@ SlurmctldHost={host}(127.0.0.1)
 SlurmUser=slurm
 AuthType=auth/munge
 MailProg=/bin/true
-StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+StateSaveLocation={state}
+SlurmdSpoolDir={spool}
+SlurmdParameters=config_overrides
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 SlurmctldLogFile={self.workdir}/slurmctld.log
@@ -305,7 +317,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MinJobAge=600
 GresTypes=gpu
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory} Gres=gpu:1 State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={memory} Gres=gpu:1 State=UNKNOWN
 PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
 """,
@@ -323,6 +335,13 @@ PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
         if not wait_for(idle, 60):
             self.fail(f"node not idle: {run(['sinfo', '-N', '-l']).stdout}")
 
+    def make_folder(self, path, owner):
+        path = Path(path)
+        if not path.exists():
+            path.mkdir(parents=True)
+            self.created.append(path)
+        shutil.chown(path, owner, owner)
+
     def fail(self, reason):
         logs = "\n".join(
             f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(self.workdir.glob("*.out"))
@@ -338,6 +357,9 @@ PartitionName=gpu Nodes={host} Default=NO MaxTime=INFINITE State=UP
         for path in self.written:
             path.unlink(missing_ok=True)
         self.written = []
+        for path in reversed(self.created):
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        self.created = []
 
 
 @pytest.fixture
@@ -371,6 +393,7 @@ def scheduler_records():
         fields = dict(re.findall(r"(\w+)=(\S*)", line))
         if fields.get("JobId") in records:
             records[fields["JobId"]]["tres"] = fields.get("TresPerJob", "")
+            records[fields["JobId"]]["cpus"] = int(fields.get("NumCPUs", "0"))
     return records
 
 
@@ -381,7 +404,10 @@ def test_tiny_workflow_runs_through_a_real_slurm(local_slurm, tmp_path):
     experiment = tiny_experiment(n_samples=4, shard_size=4)
     # the training job asks for one GPU: the node's fake one, so it goes to the gpu partition
     # with --gpus=1 and trains on the CPU after the logged fallback
-    experiment["compute"] = {"gpus": 1, "threads": 1, "mem_mb": 1000, "runtime_min": 10}
+    # with more threads than this (submit) host has cores: the job must get them all
+    threads = (os.cpu_count() or 1) + 1
+    assert threads <= local_slurm.cpus
+    experiment["compute"] = {"gpus": 1, "threads": threads, "mem_mb": 1000, "runtime_min": 10}
     config = {**repo_config(), "run": ["tiny"], "experiments": {"tiny": experiment}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     targets = ["results/tiny/posterior/target.zarr"]
@@ -422,6 +448,7 @@ def test_tiny_workflow_runs_through_a_real_slurm(local_slurm, tmp_path):
         gpu = record["comment"].startswith("rule_train_shard")
         assert record["partition"] == ("gpu" if gpu else "cpu"), record
         assert ("gpu" in record["tres"]) == gpu, record
+        assert record["cpus"] == (threads if gpu else 1), record
     # the plugin's per-job logs, named by the scheduler's job ids
     logs = list((tmp_path / ".snakemake" / "slurm_logs").rglob("*.log"))
     assert {log.stem for log in logs} == set(records)
@@ -431,3 +458,8 @@ def test_tiny_workflow_runs_through_a_real_slurm(local_slurm, tmp_path):
     # the training job saw no usable GPU and said so in its own log
     log = (results / "logs" / "train_shard" / "000.log").read_text()
     assert "no CUDA device is visible, running on the CPU" in log
+    # the job's own Snakemake is not capped at the submit host's cores either (the profile's
+    # `cores` bound, not `cores: all` resolved here, reaches the job's command line)
+    job_log = next((tmp_path / ".snakemake" / "slurm_logs" / "rule_train_shard").rglob("*.log"))
+    cores = re.search(r"--target-jobs train_shard\S* .*?--cores (\S+)", job_log.read_text())
+    assert cores and (cores.group(1) == "all" or int(cores.group(1)) >= threads), cores

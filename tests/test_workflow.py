@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import TINY_ANALYSES, tiny_experiment, workflow_config
+from conftest import NO_ANALYSES, TINY_ANALYSES, tiny_experiment, workflow_config
 
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
@@ -398,3 +398,77 @@ def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
     store = open_store(tmp_path / "results" / "tiny" / "posterior" / "target.zarr")
     store.validate()
     assert store.n_samples == 4
+
+
+def test_a_model_named_by_import_path_runs_end_to_end(tmp_path):
+    """A user's own architecture (tests/user_models.py, importable through PYTHONPATH) goes
+    through every stage: training, canonical form, min-mass, MMD, methods, alignment, report."""
+    import os
+
+    shutil.copy(REPO / "tests" / "user_models.py", tmp_path / "user_models.py")
+    config = tiny_config()
+    config["analyses"] = NO_ANALYSES
+    spec = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
+    config["experiments"]["tiny"]["model"] = spec
+    # two methods keep it short: SWAG trains the model further, Deep Ensembles reads the pool
+    keep = ("n_samples", "modes", "pool", "first_seed", "swag", "de")
+    config["experiments"]["tiny"]["methods"] = {k: TINY_METHODS[k] for k in keep}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = tmp_path / "results" / "tiny"
+    target = open_store(results / "posterior" / "target.zarr")
+    assert target.attrs["architecture"] == spec and target.validate() == []
+    canonical = open_store(results / "canonical" / "target.zarr")
+    assert canonical.n_samples == target.n_samples and canonical.validate() == []
+    table = pl.read_csv(results / "report" / "table1.csv")
+    # SWAG in two variants, Deep Ensembles multi-mode only; every accuracy measured
+    assert table.height == 3 and table["Acc"].is_not_null().all()
+    curves = pl.read_parquet(results / "alignment" / "curves.parquet")
+    assert set(curves["alignment"]) == {"none", "weight_matching"}
+    assert curves["loss"].is_finite().all()
+
+
+def test_documented_result_commands_run(finished_run):
+    """The README's commands that read a finished run (store info, the tables, the report),
+    on this run's results; tests/test_docs_commands.py runs every other documented command."""
+    from test_docs_commands import result_commands, run_result_command
+
+    snakemake(finished_run, "--report", "results/report.html")  # what `make run` ends with
+    commands = result_commands()
+    assert commands
+    for command in commands:
+        run_result_command(command, finished_run, "tiny")
+
+
+def test_report_renders_in_a_headless_browser(finished_run, tmp_path):
+    """The report in a real headless Chromium (tests/chromium.py): its first page says what
+    was run and what came out, categories in pipeline order, every entry labelled and
+    rendered, tables sortable; no console error, no request leaving the machine. The
+    screenshots are left in this test's temporary folder."""
+    from chromium import Browser, check_report, chromium_or_skip
+
+    executable = chromium_or_skip()
+    report = finished_run / "results" / "report.html"
+    if not report.exists():
+        snakemake(finished_run, "--report", "results/report.html")
+    browser = Browser(executable, tmp_path / "profile")
+    try:
+        seen = check_report(browser, report, tmp_path)
+    finally:
+        browser.close()
+    print(f"report screenshots: {tmp_path}")
+    text = seen["text"]
+    assert (
+        text.index("What was run") < text.index("Headline results") < text.index("Findings, tiny")
+    )
+    assert "Table 1, tiny" in text and "seeds 0..3" in text
+    names = sorted(seen["categories"])  # the report's menu lists them sorted
+    assert [name.split()[0] for name in names] == [str(i) for i in range(1, len(names) + 1)]
+    assert len(seen["entries"]) >= 20 and len(list(tmp_path.glob("*.png"))) > len(names)

@@ -4,7 +4,13 @@ paper's figures, and the findings."""
 import polars as pl
 
 from symbnn.report.findings import findings
-from symbnn.report.method_tables import paper_comparison, table1, table1_display, table2
+from symbnn.report.method_tables import (
+    paper_comparison,
+    table1,
+    table1_display,
+    table2,
+    with_units,
+)
 from symbnn.report.paper import BLOCK_OF_DATASET, paper_table1
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
@@ -21,10 +27,15 @@ with log_to(snakemake.log[0]):
     tables = {
         # figures for programs (parquet, CSV), "mean ± sd" text for readers (Markdown, LaTeX, HTML)
         "table1": {"parquet": first, "csv": first, "md": shown, "tex": shown, "html": shown},
-        "table2": table2(mmd),
         "findings": findings(first),
     }
-    tables["table1_paper"] = paper_comparison(first, paper)
+    # the report's HTML tables carry each figure's unit in its header
+    second = table2(mmd)
+    tables["table2"] = dict.fromkeys(("parquet", "csv", "md", "tex"), second)
+    tables["table2"]["html"] = with_units(second)
+    beside = paper_comparison(first, paper)
+    tables["table1_paper"] = dict.fromkeys(("parquet", "csv", "md", "tex"), beside)
+    tables["table1_paper"]["html"] = with_units(beside, "ours / paper")
     for name, table in tables.items():
         for suffix in ("parquet", "csv", "md", "tex", "html"):
             key = f"{name}_{suffix}"

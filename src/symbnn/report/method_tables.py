@@ -191,6 +191,19 @@ def paper_comparison(table: pl.DataFrame, paper: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def with_units(frame: pl.DataFrame, note: str = "") -> pl.DataFrame:
+    """The report's headers: each Table 1 figure's column named with its unit, e.g.
+    "MMD median (x100)", "Acc (%, ours / paper)" with `note` "ours / paper"."""
+
+    def header(column: str) -> str:
+        base = column.removesuffix(" median").removesuffix(" mean").removesuffix(" max")
+        if "(" in column or base not in UNITS:
+            return column
+        return f"{column} ({', '.join(filter(None, [UNITS[base], note]))})"
+
+    return frame.rename({c: header(c) for c in frame.columns})
+
+
 def table2(mmd_summaries: pl.DataFrame) -> pl.DataFrame:
     """Per (method, variant): median, mean and max over the twenty kernels of MMD and NS MMD
     (each the parameter-weighted mean over layers), x100; a single-mode row is the mean over

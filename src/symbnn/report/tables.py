@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from pathlib import Path
 
 import polars as pl
@@ -25,8 +26,81 @@ def to_markdown(frame: pl.DataFrame, float_precision: int = 4) -> str:
         return str(frame) + "\n"
 
 
-def to_html(frame: pl.DataFrame, float_precision: int = 3) -> str:
-    """A self-contained HTML page holding `frame` as a table (for Snakemake's report)."""
+# Which way is better, by a column header's name (before its unit in brackets): the report's
+# HTML tables mark each such column's best value. Others (counts, MI, settings) are unmarked.
+LOWER_IS_BETTER = ("MMD", "NS MMD", "ECE", "Brier", "NLL", "FPR95")
+HIGHER_IS_BETTER = ("Acc", "AUPR")
+NUMBER = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)", re.IGNORECASE)
+
+# Click a header to sort by it (again: the other way); numbers sort as numbers, by the first
+# number of a cell ("12.3 ± 0.4", "12.3 / 15.0"); a dash sorts last.
+SORT_SCRIPT = """
+document.querySelectorAll('th').forEach(function (th, column) {
+  th.addEventListener('click', function () {
+    var body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
+    var up = th.getAttribute('aria-sort') !== 'ascending';
+    th.closest('tr').querySelectorAll('th').forEach(function (h) { h.removeAttribute('aria-sort'); });
+    th.setAttribute('aria-sort', up ? 'ascending' : 'descending');
+    function key(row) {
+      var text = row.cells[column].textContent.trim(), n = parseFloat(text);
+      return isNaN(n) ? text : n;
+    }
+    rows.sort(function (a, b) {
+      var x = key(a), y = key(b), order;
+      if (typeof x === typeof y) { order = x < y ? -1 : x > y ? 1 : 0; }
+      else { order = typeof x === 'number' ? -1 : 1; }
+      return up ? order : -order;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+"""
+
+
+TABLE_STYLE = (
+    "table.symbnn{border-collapse:collapse;font-family:sans-serif;font-size:14px}"
+    "table.symbnn th,table.symbnn td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+    "table.symbnn th{background:#f3f3f3;cursor:pointer}"
+    "table.symbnn td.best{background:#eaf5ea}"
+    "table.symbnn td:first-child,table.symbnn td:nth-child(2){text-align:left}"
+    ".legend{font-family:sans-serif;font-size:12px;color:#555}"
+)
+
+
+def better_direction(header: str) -> str | None:
+    """ "min", "max" or None for a column header such as "MMD (x100)" or "Acc (%)"."""
+    name = header.split(" (")[0].strip()
+    name = re.sub(r" (median|mean|max|rej)$", "", name)  # Table 2's statistics, rejection
+    if name in LOWER_IS_BETTER or header.split(" (")[0].endswith(" rej"):
+        return "min"
+    return "max" if name in HIGHER_IS_BETTER else None
+
+
+def first_number(value) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    match = NUMBER.match(str(value)) if value is not None else None
+    return float(match[1]) if match else None
+
+
+def best_rows(frame: pl.DataFrame) -> dict[str, set[int]]:
+    """{column: rows holding its best value} for the columns `better_direction` knows."""
+    best = {}
+    for column in frame.columns:
+        direction = better_direction(column)
+        values = [first_number(v) for v in frame[column].to_list()]
+        numbers = [v for v in values if v is not None and v == v]
+        if direction is None or not numbers:
+            continue
+        target = min(numbers) if direction == "min" else max(numbers)
+        best[column] = {i for i, v in enumerate(values) if v == target}
+    return best
+
+
+def to_html(frame: pl.DataFrame, float_precision: int = 3, interactive: bool = True) -> str:
+    """A self-contained HTML page holding `frame` as a table (for Snakemake's report):
+    sortable by a click on a header (unless not `interactive`), each column's best value in
+    bold where the header says which way is better."""
 
     def cell(value) -> str:
         if value is None:
@@ -34,19 +108,46 @@ def to_html(frame: pl.DataFrame, float_precision: int = 3) -> str:
         text = f"{value:.{float_precision}f}" if isinstance(value, float) else str(value)
         return html.escape(text)
 
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in frame.columns)
+    best = best_rows(frame)
+    hint = " title='click to sort'" if interactive else ""
+    arrows = {"min": " &darr;", "max": " &uarr;"}
+    head = "".join(
+        f"<th{hint}>{html.escape(name)}{arrows.get(better_direction(name) or '', '')}</th>"
+        for name in frame.columns
+    )
     body = "\n".join(
-        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in frame.iter_rows()
+        "<tr>"
+        + "".join(
+            f"<td class='best' title='best in column'><b>{cell(v)}</b></td>"
+            if i in best.get(name, ())
+            else f"<td>{cell(v)}</td>"
+            for name, v in zip(frame.columns, row, strict=True)
+        )
+        + "</tr>"
+        for i, row in enumerate(frame.iter_rows())
     )
-    style = (
-        "table{border-collapse:collapse;font-family:sans-serif;font-size:14px}"
-        "th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
-        "td:first-child,td:nth-child(2){text-align:left}"
-    )
+    legend = "Click a header to sort. " if interactive else ""
+    if best:
+        legend += (
+            "Bold: the best value of a column marked &darr; (lower is better) or &uarr; "
+            "(higher is better)."
+        )
+    legend = f"<p class='legend'>{legend}</p>\n" if legend else ""
+    script = f"<script>{SORT_SCRIPT}</script>\n" if interactive else ""
     return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><style>{style}</style></head><body>\n"
-        f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n</body></html>\n"
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><style>{TABLE_STYLE}</style></head>"
+        f"<body>\n<table class='symbnn'>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n"
+        f"</tbody>\n</table>\n{legend}{script}</body></html>\n"
     )
+
+
+def table_fragment(frame: pl.DataFrame) -> str:
+    """The table of `to_html` with its style, no page and no script: for a page that inserts
+    it into its own (the report's first page)."""
+    page = to_html(frame, interactive=False)
+    table = page[page.index("<table") : page.index("</table>") + len("</table>")]
+    # a narrow column of the page: the table scrolls sideways instead of overlapping it
+    return f"<style>{TABLE_STYLE}</style>\n<div style='overflow-x:auto'>{table}</div>"
 
 
 def write_table(frame: pl.DataFrame, path: str | os.PathLike) -> None:

@@ -1,0 +1,143 @@
+"""The first page of the HTML report: what was run (experiments, networks, methods, seeds,
+versions, job time) and the headline results (Table 1 beside the paper's, the findings),
+then the workflow's description. Built from the results on disk when `snakemake --report`
+reads the Snakefile, so it needs no rule of its own and always matches the results."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from symbnn.report.method_tables import with_units
+from symbnn.report.tables import table_fragment
+
+PAGE = Path(".snakemake") / "symbnn-front-page.rst"
+# Snakemake's report centres its content vertically, which puts the top of a page taller
+# than the window out of reach: start this page (the one holding the description) at the top
+TOP_ALIGNED = (
+    "<style>div.grow.justify-center.overflow-auto:has(.prose){align-items:flex-start}</style>"
+)
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def job_time(folder: Path) -> tuple[int, float]:
+    """(jobs, seconds) summed over the benchmark files (one per job) under `folder`."""
+    jobs, seconds = 0, 0.0
+    for tsv in folder.rglob("benchmarks/**/*.tsv"):
+        rows = tsv.read_text().splitlines()
+        if len(rows) > 1:
+            jobs += 1
+            seconds += float(rows[1].split("\t")[0])
+    return jobs, seconds
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def _raw_html(fragment: str) -> list[str]:
+    return ["", ".. raw:: html", "", *("   " + line for line in fragment.splitlines()), ""]
+
+
+def experiment_lines(name: str, experiment: Any, results: Path, parameters: int | None) -> list:
+    posterior, methods = experiment.posterior, experiment.methods
+    first = posterior.first_seed
+    converged = ""
+    flags = results / name / "posterior" / "converged.parquet"
+    if flags.is_file():
+        kept = pl.read_parquet(flags)["converged"].sum()
+        converged = f", {kept} converged (test accuracy >= {posterior.min_accuracy})"
+    model = experiment.model.name + (f", {parameters:,} parameters" if parameters else "")
+    lines = [
+        f"- **{name}**: {experiment.description}",
+        "",  # reStructuredText: a nested list is set off by blank lines
+        f"  - target posterior: {posterior.n_samples} networks ({model}), seeds "
+        f"{first}..{first + posterior.n_samples - 1}{converged}",
+    ]
+    if methods is not None:
+        from symbnn.methods.registry import configured_methods
+
+        lines.append(
+            f"  - methods: {', '.join(configured_methods(methods))}; {methods.n_samples} samples "
+            f"per variant, {methods.modes} modes from a pool of {methods.pool} networks "
+            f"(seeds {methods.first_seed}..{methods.first_seed + methods.pool - 1})"
+        )
+    jobs, seconds = job_time(results / name)
+    if jobs:
+        lines.append(f"  - {jobs} jobs, {_duration(seconds)} of job time (sum of their run times)")
+    return [*lines, ""]
+
+
+def headline(name: str, results: Path) -> list[str]:
+    """Table 1 beside the paper's and the findings of experiment `name`, where computed."""
+    report = results / name / "report"
+    lines = []
+    if (report / "table1_paper.parquet").is_file():
+        beside = with_units(pl.read_parquet(report / "table1_paper.parquet"), "ours / paper")
+        lines += ["", f"**Table 1, {name}** (ours / the paper's; bold: best of ours):"]
+        lines += _raw_html(table_fragment(beside))
+    if (report / "findings.parquet").is_file():
+        lines += ["", f"**Findings, {name}** (the paper's claims tested on our Table 1):", ""]
+        for row in pl.read_parquet(report / "findings.parquet").iter_rows(named=True):
+            verdict = {True: "holds", False: "does not hold", None: "not judged"}[row["holds"]]
+            lines.append(
+                f"- {row['finding']}: ours {row['ours']}, paper {row['paper']} "
+                f"({row['status']}): **{verdict}**"
+            )
+    return lines
+
+
+def front_page(settings: Any, description: str, parameters: Any = None) -> str:
+    """The page's reStructuredText (no Jinja markup: Snakemake renders it with Jinja);
+    `parameters(name)` gives the parameter count of an experiment's network."""
+    results = Path(settings.results)
+    lines = ["symbnn report", "=============", *_raw_html(TOP_ALIGNED), "What was run"]
+    lines += ["------------", ""]
+    for name in settings.run:
+        lines += experiment_lines(
+            name, settings.experiments[name], results, parameters(name) if parameters else None
+        )
+    jobs, seconds = job_time(results / "analyses")
+    if jobs:
+        lines.append(
+            f"- **analyses** (toy posterior, marginals, related work): {jobs} jobs, "
+            f"{_duration(seconds)} of job time"
+        )
+    lines += [
+        "- versions: "
+        + ", ".join(
+            f"{package} {_version(package)}" for package in ("symbnn", "torch", "snakemake")
+        )
+        + f", Python {platform.python_version()}",
+        "",
+        "Headline results",
+        "----------------",
+    ]
+    headlines = [line for name in settings.run for line in headline(name, results)]
+    lines += headlines or ["", "No experiment of this run has Table 1 yet."]
+    lines += ["", "The workflow", "------------", "", description.strip(), ""]
+    text = "\n".join(lines) + "\n"
+    # Snakemake renders the page with Jinja: no text of ours may read as Jinja markup
+    return text.replace("{{", "{ {").replace("{%", "{ %").replace("{#", "{ #")
+
+
+def report_text(settings: Any, default: str, basedir: str, parameters=None) -> str:
+    """The `report:` page of the Snakefile: `default` (relative to the Snakefile) unless
+    `snakemake --report` is running, then the front page, written under .snakemake/."""
+    if "--report" not in sys.argv:
+        return default
+    description = (Path(basedir) / default).read_text()
+    PAGE.parent.mkdir(exist_ok=True)
+    PAGE.write_text(front_page(settings, description, parameters))
+    return str(PAGE.resolve())

@@ -1,0 +1,298 @@
+"""Every command in README.md and docs/*.md is executed, so the documentation cannot drift
+from the code: each documented line must match one of the runners below (a new kind of
+command fails `test_every_documented_command_has_a_runner` until it gets one), and runs as
+typed or, where running it in full is impossible here (a Slurm submission, a download, an
+upload), in its dry-run form. The job counts docs/slurm.md quotes are the ones the dry runs
+plan. Commands that read a finished run's results run in tests/test_workflow.py, on its
+results (`result_commands`)."""
+
+import contextlib
+import functools
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18")
+
+
+def documented_commands():
+    """(file:line, command) for every command line of a ```bash block, comments removed and
+    backslash continuations joined."""
+    commands = []
+    for doc in DOCS:
+        block, pending = False, ""
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                block = line.strip() in ("```bash", "```sh") and not block
+                continue
+            if not block:
+                continue
+            text = pending + re.sub(r"(^|\s)#.*$", "", line).strip()
+            if text.endswith("\\"):
+                pending = text[:-1] + " "
+                continue
+            pending = ""
+            if text:
+                commands.append((f"{doc.relative_to(REPO)}:{number}", text))
+    return commands
+
+
+COMMANDS = documented_commands()
+
+
+def runner_of(command):
+    """The kind of runner a documented command gets (None: no runner yet)."""
+    kinds = [
+        # a usage synopsis of the symbnn command line: every sub-command and option exists
+        ("synopsis", r"symbnn [a-z]+\b.*[\[|A-Z]"),
+        # needs a finished run's results: tests/test_workflow.py runs them
+        ("results", r"(\.venv/bin/)?symbnn store (info|validate) |cat results/|xdg-open "),
+        ("snakemake", r"\.venv/bin/snakemake "),
+        ("make", r"(\w+=\S+ )?make \w"),
+        ("dvc-remote", r"\.venv/bin/dvc remote (add|modify) --local "),
+        ("dvc-pull", r"\.venv/bin/dvc pull$"),
+        ("pip", r"\.venv/bin/pip install [\w-]+$"),
+        ("pytest", r"\.venv/bin/python -m pytest "),
+        ("git", r"git (clone|add) "),
+    ]
+    return next((kind for kind, pattern in kinds if re.match(pattern, command)), None)
+
+
+def commands_of(kind):
+    return [
+        pytest.param(command, id=f"{where} {command[:60]}")
+        for where, command in COMMANDS
+        if runner_of(command) == kind
+    ]
+
+
+def result_commands():
+    """The documented commands that read a finished run's results (for test_workflow.py)."""
+    return [command for _, command in COMMANDS if runner_of(command) == "results"]
+
+
+def run(cmd, cwd=REPO, env=None, timeout=300):
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, env=env or os.environ, timeout=timeout
+    )
+
+
+def test_every_documented_command_has_a_runner():
+    assert len(COMMANDS) > 30  # the parser found the blocks
+    unknown = [f"{where}: {command}" for where, command in COMMANDS if runner_of(command) is None]
+    assert not unknown, "documented commands no test runs:\n" + "\n".join(unknown)
+
+
+def symbnn_help(path):
+    from symbnn.cli import build_parser
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        build_parser().parse_args([*path, "--help"])
+    return text.getvalue()
+
+
+@pytest.mark.parametrize("command", commands_of("synopsis"))
+def test_synopsis_names_real_commands_and_options(command):
+    """e.g. `symbnn store info|validate PATH`: both sub-commands exist; `symbnn config check
+    [PATH] [--resolved] | schema`: check takes --resolved, schema exists."""
+    words = command.split()[1:]
+    path = []  # the sub-command words, each a list of alternatives (info|validate)
+    for word in words:
+        if not re.fullmatch(r"[a-z]+(\|[a-z]+)*", word):
+            break
+        path.append(word.split("|"))
+    if "|" in words:  # `... | schema`: an alternative to the last sub-command word
+        path[-1].append(words[words.index("|") + 1])
+    paths = [[]]
+    for choices in path:
+        paths = [[*p, c] for p in paths for c in choices]
+    helps = [symbnn_help(p) for p in paths]
+    for option in re.findall(r"--[a-z][a-z-]*", command):
+        assert any(option in text for text in helps), (option, paths)
+
+
+def snakemake_argv(words, workdir):
+    """The documented Snakemake command (its words) with this interpreter, run from the
+    repository root (where `--profile slurm` is looked up) on a folder of its own, always as
+    a dry run."""
+    argv = [sys.executable, "-m", "snakemake", *words[1:], "--directory", str(workdir)]
+    return argv if "-n" in argv or "--dry-run" in argv else [*argv, "-n"]
+
+
+@functools.cache
+def dry_run(words):
+    """The dry run of a documented Snakemake command (a tuple of its words), once per
+    distinct command (some are documented twice), on the repository's config.yaml in a
+    folder of its own."""
+    workdir = Path(tempfile.mkdtemp(prefix="symbnn-docs-"))
+    try:
+        shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
+        return run(snakemake_argv(words, workdir))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def planned_total(output):
+    match = re.search(r"^total\s+(\d+)$", output, re.M)
+    assert match, output[-3000:]
+    return int(match[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", commands_of("snakemake"))
+def test_documented_snakemake_command_plans(command):
+    result = dry_run(tuple(shlex.split(command)))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    if "-n" in command.split() or "--dry-run" in command.split() or "run=" in command:
+        assert planned_total(result.stdout) > 0
+
+
+# docs/slurm.md's full-reproduction table: the rule counted by each numeric column
+COUNTED = ("train_shard", "train_pool_shard", "fit", "total")
+
+
+def quoted_job_counts():
+    """{experiment: {rule: jobs}} from docs/slurm.md's full-reproduction table."""
+    counts = {}
+    for line in (REPO / "docs" / "slurm.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] in FULL and len(cells) == 1 + len(COUNTED):
+            counts[cells[0]] = dict(zip(COUNTED, map(int, cells[1:]), strict=True))
+    return counts
+
+
+def job_stats(output):
+    """{rule: jobs} from Snakemake's "Job stats" table (with `total`)."""
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return {name: int(n) for name, n in re.findall(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+@pytest.mark.slow
+def test_job_counts_in_docs_are_what_the_dry_runs_plan():
+    """docs/slurm.md quotes, for each full-reproduction experiment, the jobs that the
+    documented `snakemake --profile slurm --config 'run=["NAME"]' download=True` plans."""
+    planned = {}
+    for name in FULL:
+        words = (".venv/bin/snakemake", "--profile", "slurm", "--config", f'run=["{name}"]')
+        result = dry_run((*words, "download=True"))
+        assert result.returncode == 0, result.stderr[-2000:]
+        stats = job_stats(result.stdout)
+        planned[name] = {rule: stats.get(rule, 0) for rule in COUNTED}
+    assert quoted_job_counts() == planned, f"docs/slurm.md should quote {planned}"
+
+
+@pytest.mark.parametrize("command", commands_of("make"))
+def test_documented_make_command_dry_runs(command):
+    """`make -n`: the target exists and its recipe expands (nothing is executed)."""
+    for part in command.split("&&"):
+        argv = shlex.split(part)
+        env = dict(os.environ)
+        while "=" in argv[0]:  # VAR=value make ...
+            key, value = argv.pop(0).split("=", 1)
+            env[key] = value
+        args = [a for a in argv[1:] if not a.startswith("[")]  # [EXP=NAME]: optional
+        result = run(["make", "-n", "--no-print-directory", *args], env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "No rule to make target" not in result.stderr
+
+
+@pytest.fixture
+def dvc_checkout(tmp_path):
+    """A git repository with the project's DVC configuration."""
+    shutil.copytree(REPO / ".dvc", tmp_path / ".dvc", ignore=shutil.ignore_patterns("tmp", "cache"))
+    (tmp_path / ".dvc" / "config.local").unlink(missing_ok=True)
+    run(["git", "init", "-q"], cwd=tmp_path)
+    return tmp_path
+
+
+def test_documented_dvc_remote_commands_configure_the_remote(dvc_checkout):
+    """The S3 and SSH recipes, in their order: each writes .dvc/config.local."""
+    for command in [param.values[0] for param in commands_of("dvc-remote")]:
+        argv = shlex.split(command)
+        argv = [sys.executable, "-m", "dvc", *argv[1:]]
+        result = run([os.path.expanduser(a) for a in argv], cwd=dvc_checkout)
+        assert result.returncode == 0, (command, result.stderr)
+        local = (dvc_checkout / ".dvc" / "config.local").read_text()
+        assert shlex.split(command)[-1] in local.replace(os.path.expanduser("~"), "~"), local
+
+
+@pytest.mark.parametrize("command", commands_of("dvc-pull"))
+def test_documented_dvc_pull_runs(command, dvc_checkout):
+    """As typed, in a checkout with nothing recorded yet; tests/test_dvc.py pulls real
+    results with the same command (`plain_pulled`)."""
+    (dvc_checkout / "dvc.yaml").write_text("stages: {}\n")
+    result = run([sys.executable, "-m", "dvc", *shlex.split(command)[1:]], cwd=dvc_checkout)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", commands_of("pip"))
+def test_documented_pip_install_resolves(command):
+    """`pip install --dry-run`: the package exists (needs the package index; skipped
+    without it)."""
+    name = command.split()[-1]
+    result = run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", name])
+    if result.returncode != 0 and re.search(r"connection|resolve|network", result.stderr, re.I):
+        pytest.skip(f"no package index reachable: {result.stderr.strip()[-200:]}")
+    assert result.returncode == 0, result.stderr
+    installed = rf"Would install {name}-\d|Requirement already satisfied: {name} "
+    assert re.search(installed, result.stdout), result.stdout
+
+
+@pytest.mark.parametrize("command", commands_of("pytest"))
+def test_documented_pytest_command_collects(command):
+    argv = shlex.split(command)
+    result = run([sys.executable, *argv[1:], "--collect-only"])
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert re.search(r"\d+ tests? collected", result.stdout)
+
+
+@pytest.mark.parametrize("command", commands_of("git"))
+def test_documented_git_command(command, tmp_path):
+    """`git clone URL symbnn`: a clone of this repository; `git add dvc.lock`: the file git
+    is told to add is not ignored (make push writes it)."""
+    if command.startswith("git clone"):
+        target = tmp_path / "symbnn"
+        argv = shlex.split(command.split("&&")[0].replace("URL", str(REPO)))
+        result = run([*argv[:-1], str(target)], cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert (target / "Snakefile").is_file() and (target / "dvc.yaml").is_file()
+    else:
+        for path in shlex.split(command.split("&&")[0])[2:]:
+            ignored = run(["git", "check-ignore", "-q", path])
+            assert ignored.returncode == 1, f"{path} is ignored by git"
+
+
+def test_result_commands_are_few_and_known():
+    """The commands tests/test_workflow.py runs on its results."""
+    commands = result_commands()
+    assert any(c.startswith(".venv/bin/symbnn store info results/") for c in commands)
+    assert any(c.startswith("xdg-open results/report.html") for c in commands)
+
+
+def run_result_command(command, workdir, experiment):
+    """Run one documented results command inside a finished run's folder `workdir`, whose
+    experiment is `experiment` (documented as `default`); PATH means the target store."""
+    store = f"results/{experiment}/posterior/target.zarr"
+    command = command.replace("results/default/", f"results/{experiment}/")
+    command = re.sub(r"\bPATH\b", store, command)
+    if command.startswith("xdg-open "):  # no desktop here: the file it opens is a report
+        path = workdir / command.split()[1]
+        assert "<html" in path.read_text()[:5000].lower(), path
+        return
+    argv = shlex.split(command)
+    if argv[0].endswith("symbnn"):
+        argv = [sys.executable, "-m", "symbnn.cli", *argv[1:]]
+    result = run(argv, cwd=workdir)
+    assert result.returncode == 0, (command, result.stdout[-1000:], result.stderr[-1000:])
+    assert result.stdout.strip(), command

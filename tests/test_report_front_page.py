@@ -1,0 +1,50 @@
+"""The report's first page: what was run and the headline results, from the results on disk."""
+
+import polars as pl
+from conftest import tiny_experiment, workflow_config
+
+from symbnn.report.front_page import front_page
+from symbnn.settings import config_from_mapping
+
+
+def test_first_page_says_what_ran_and_what_came_out(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    experiment = tiny_experiment(n_samples=4)
+    settings = config_from_mapping(workflow_config({"tiny": experiment}))
+    report = tmp_path / settings.results / "tiny" / "report"
+    report.mkdir(parents=True)
+    (report.parent / "posterior").mkdir()
+    pl.DataFrame({"converged": [True, True, False, True]}).write_parquet(
+        report.parent / "posterior" / "converged.parquet"
+    )
+    pl.DataFrame(
+        {
+            "group": ["one mode", "multi mode"],
+            "method": ["SWAG", "SWAG"],
+            "MMD": ["5.0 / 1.8", "2.0 / 1.0"],
+        }
+    ).write_parquet(report / "table1_paper.parquet")
+    pl.DataFrame(
+        {
+            "finding": ["multi-mode MMD below single-mode"],
+            "status": ["claim"],
+            "paper": ["4 of 4"],
+            "ours": ["1 of 1"],
+            "holds": [True],
+            "cases": ["SWAG: 2.0 vs 5.0"],
+        }
+    ).write_parquet(report / "findings.parquet")
+    bench = report.parent / "benchmarks" / "train_shard"
+    bench.mkdir(parents=True)
+    for shard, seconds in (("000", 90.0), ("001", 30.0)):
+        (bench / f"{shard}.tsv").write_text(f"s\th:m:s\n{seconds}\t0:01:30\n")
+
+    page = front_page(settings, "The workflow's own description.", lambda name: 904)
+    assert page.index("What was run") < page.index("Headline results") < page.index("The workflow")
+    assert "seeds 0..3, 3 converged" in page and "optunet, 904 parameters" in page
+    assert "2 jobs, 2.0 min of job time" in page
+    assert "MMD (x100, ours / paper) &darr;" in page  # units and direction in the header
+    assert "<td class='best' title='best in column'><b>2.0 / 1.0</b></td>" in page
+    assert "multi-mode MMD below single-mode: ours 1 of 1, paper 4 of 4 (claim): **holds**" in page
+    assert "symbnn 0.1" in page and "torch" in page and "The workflow's own description." in page
+    assert "{{" not in page and "<script" not in page
