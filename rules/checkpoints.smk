@@ -4,61 +4,6 @@
 # rules/methods.smk) only the others (`trained_pattern`): a missing bundle is then a missing
 # input, never a silent fallback to training.
 
-import re
-
-
-def imported_experiments(pool=False):
-    """Names of the experiments whose target (or pool) comes from released networks."""
-    names = []
-    for name, experiment in EXPERIMENTS.items():
-        checkpoints = experiment.posterior.checkpoints
-        if checkpoints is None:
-            continue
-        if pool and not (checkpoints.pool and experiment.methods is not None):
-            continue
-        names.append(name)
-    return names
-
-
-def names_pattern(names):
-    """A wildcard pattern matching exactly `names` (nothing when there are none)."""
-    return "|".join(re.escape(name) for name in names) or "(?!)"
-
-
-def trained_pattern(pool=False):
-    """A wildcard pattern for the experiments whose target (or pool) is trained: every name
-    but the imported ones (each followed by '/' in the paths these rules write)."""
-    imported = imported_experiments(pool)
-    if not imported:
-        return "[A-Za-z0-9][A-Za-z0-9-]*"
-    return f"(?!(?:{'|'.join(re.escape(name) for name in imported)})/)[A-Za-z0-9][A-Za-z0-9-]*"
-
-
-def checkpoint_source(wildcards):
-    """The released files, as an input so that a changed bundle reruns the import; none when
-    they are downloaded by the job."""
-    checkpoints = experiment_of(wildcards).posterior.checkpoints
-    return [] if checkpoints.download else [checkpoints.path]
-
-
-def import_params(pool):
-    """What an imported store depends on: the release, its range, the test split measured."""
-
-    def params(wildcards):
-        experiment = experiment_of(wildcards)
-        count = experiment.posterior.n_samples
-        offset = 0
-        if pool:
-            offset, count = count, experiment.methods.pool
-        return {
-            "checkpoints": experiment.posterior.checkpoints.to_dict(),
-            "offset": offset,
-            "count": count,
-            "data": experiment.data.to_dict(),
-        }
-
-    return params
-
 
 rule import_target:
     input:
@@ -99,16 +44,6 @@ use rule import_target as import_pool with:
         imported=import_params(pool=True),
     message:
         "Importing the released networks of the {wildcards.experiment} pool"
-
-
-def imported_targets():
-    """The weight marginals of every imported target posterior the run builds (appendix D.3 on
-    the released networks; trained experiments get theirs from the marginals analysis)."""
-    return [
-        f"{RESULTS}/{name}/report/posterior_marginals.md"
-        for name in RUN
-        if name in imported_experiments()
-    ]
 
 
 rule posterior_marginals:

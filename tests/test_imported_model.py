@@ -10,7 +10,7 @@ from symbnn.settings import ConfigError, ImportedModel, config_from_mapping
 from symbnn.symmetry import unit_groups
 from symbnn.symmetry.testing import random_module_state, relative_difference
 
-SPEC = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
+USER_MODEL = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
 
 
 def with_model(model):
@@ -22,9 +22,9 @@ def with_model(model):
 
 
 def test_the_settings_take_an_import_path_and_hand_its_options_on():
-    section = config_from_mapping(with_model(SPEC)).experiments["default"].model
+    section = config_from_mapping(with_model(USER_MODEL)).experiments["default"].model
     assert isinstance(section, ImportedModel)
-    assert section.to_dict() == SPEC
+    assert section.to_dict() == USER_MODEL
 
 
 @pytest.mark.parametrize(
@@ -62,8 +62,8 @@ def test_a_model_that_cannot_be_built_says_why(spec, message):
 
 
 def test_the_structure_is_derived_from_the_traced_model():
-    sym = unit_groups(SPEC)
-    assert sym.architecture == SPEC
+    sym = unit_groups(USER_MODEL)
+    assert sym.architecture == USER_MODEL
     assert [(g.name, g.width) for g in sym.groups] == [
         ("features.0", 3),
         ("features.3", 6),
@@ -74,9 +74,9 @@ def test_the_structure_is_derived_from_the_traced_model():
 
 
 def test_a_random_symmetry_keeps_the_function_and_the_canonical_form():
-    model = build_model(SPEC).double().eval()
+    model = build_model(USER_MODEL).double().eval()
     state = random_module_state(model, seed=3)
-    moved = api.random_symmetry(state, SPEC, seed=4)
+    moved = api.random_symmetry(state, USER_MODEL, seed=4)
     # the weights did move
     assert relative_difference(state["features.0.weight"], moved["features.0.weight"]) > 0.1
     x = torch.randn(16, 1, 28, 28, dtype=torch.float64)
@@ -86,5 +86,5 @@ def test_a_random_symmetry_keeps_the_function_and_the_canonical_form():
         return model(x).softmax(-1)
 
     assert torch.allclose(probabilities(state), probabilities(moved), rtol=1e-9, atol=1e-12)
-    a, b = api.canonicalize(state, SPEC).state, api.canonicalize(moved, SPEC).state
+    a, b = api.canonicalize(state, USER_MODEL).state, api.canonicalize(moved, USER_MODEL).state
     assert all(torch.allclose(a[k], b[k], rtol=1e-9, atol=1e-10) for k in a)
