@@ -10,7 +10,11 @@ from symbnn.settings import ConfigError, ImportedModel, config_from_mapping
 from symbnn.symmetry import unit_groups
 from symbnn.symmetry.testing import random_module_state, relative_difference
 
-USER_MODEL = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
+USER_MODEL = {
+    "name": "user_models:SmallCNN",
+    "options": {"channels": 3},
+    "input_shape": [1, 28, 28],
+}
 
 
 def with_model(model):

@@ -18,18 +18,18 @@ from symbnn.symmetry.minmass import NOTHING_TO_RESCALE, min_mass, minmass_table
 from symbnn.symmetry.operators import apply_permutations, random_permutations
 from symbnn.symmetry.testing import outputs, random_state, relative_difference
 
-SPEC = {"name": "resnet20_frn_silu", "num_classes": 10}
+RESNET20 = {"name": "resnet20_frn_silu", "num_classes": 10}
 
 
 @pytest.fixture(scope="module")
 def sym():
-    return unit_groups(SPEC)
+    return unit_groups(RESNET20)
 
 
 @pytest.fixture(scope="module")
 def states():
     """Two random networks (FRN tau, beta, gamma drawn at random too), float64."""
-    state = random_state(SPEC, 2, seed=0)
+    state = random_state(RESNET20, 2, seed=0)
     g = torch.Generator().manual_seed(1)
     for name, t in state.items():
         if name.endswith((".tau", ".beta", ".gamma")):
@@ -58,7 +58,8 @@ def test_permutations_keep_the_function(sym, states):
     perms = random_permutations(sym, 2, torch.Generator().manual_seed(3))
     moved = apply_permutations(states, sym, perms)
     assert (
-        relative_difference(outputs(SPEC, states, images()), outputs(SPEC, moved, images())) < 1e-12
+        relative_difference(outputs(RESNET20, states, images()), outputs(RESNET20, moved, images()))
+        < 1e-12
     )
     assert not torch.equal(moved["layer3.1.conv1.weight"], states["layer3.1.conv1.weight"])
 
@@ -72,8 +73,8 @@ def test_canonical_form_is_permutation_invariant_and_keeps_the_predictions(sym, 
         torch.testing.assert_close(a.state[name], b.state[name], rtol=0, atol=1e-12)
     # nothing is rescaled; only the softmax's additive freedom moves the logits
     assert all(torch.equal(s, torch.ones_like(s)) for s in a.scales.values())
-    before = F.softmax(outputs(SPEC, states, images()), dim=-1)
-    after = F.softmax(outputs(SPEC, a.state, images()), dim=-1)
+    before = F.softmax(outputs(RESNET20, states, images()), dim=-1)
+    after = F.softmax(outputs(RESNET20, a.state, images()), dim=-1)
     assert relative_difference(before, after) < 1e-12
 
 
@@ -87,7 +88,7 @@ def test_min_mass_has_nothing_to_rescale_and_says_so(sym, states, tmp_path):
     store = write_store(
         tmp_path / "r20.zarr",
         {k: v.float() for k, v in states.items()},
-        attrs={"architecture": SPEC},
+        attrs={"architecture": RESNET20},
     )
     table = minmass_table(store.path)
     assert table["scaling_dof"].to_list() == [0, 0]
@@ -128,13 +129,13 @@ def test_torch_uncertainty_resnet20_frn_silu_imports_with_the_same_logits(tmp_pa
     nets = [(f"net{i}", as_released(m.state_dict())) for i, m in enumerate(models)]
     bundle = write_bundle(tmp_path / "cifar10-resnet20-frn-silu-0-1.tgz", nets, compresslevel=1)
     store = import_checkpoints(bundle, tmp_path / "out.zarr", "cifar10-resnet20-frn-silu")
-    assert store.attrs["architecture"] == SPEC
+    assert store.attrs["architecture"] == RESNET20
     x = torch.rand(3, 3, 32, 32)
     for row, model in enumerate(models):
         model.load_state_dict(
             {k: torch.as_tensor(v.astype(np.float32)) for k, v in nets[row][1].items()}
         )
-        ours = build_model(SPEC).eval()
+        ours = build_model(RESNET20).eval()
         ours.load_state_dict(store.state_dict(row))
         with torch.no_grad():
             torch.testing.assert_close(ours(x), model(x), rtol=1e-5, atol=1e-5)
