@@ -161,12 +161,11 @@ if not root.is_dir():
 lock = Path("dvc.lock")
 if not lock.is_file():
     sys.exit("verify: FAILED: no dvc.lock: no results are recorded to verify against (make push records them)")
-import yaml
 from symbnn.predictions import validate_any
+from symbnn.pulled import locked_outputs
 from symbnn.store import StoreError
-outs = [out for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values()
-        for out in stage.get("outs", [])
-        if Path(out["path"]).is_relative_to(root) or root.is_relative_to(Path(out["path"]))]
+outs = {path: md5 for path, (_, md5) in locked_outputs(lock).items()
+        if Path(path).is_relative_to(root) or root.is_relative_to(Path(path))}
 if not outs:
     sys.exit(f"verify: FAILED: dvc.lock records nothing under {root}")
 from dvc.repo import Repo
@@ -174,21 +173,21 @@ cache = Path(os.path.relpath(Repo(".").cache.local.path))
 def cached(md5):
     return cache / md5[:2] / md5[2:]
 recorded, damaged, uncached = {}, [], 0
-for out in outs:
-    if not out.get("md5"):
-        sys.exit(f"verify: FAILED: dvc.lock records no hash for {out['path']} (make push records it)")
-    if not out["md5"].endswith(".dir"):
-        recorded[out["path"]] = out["md5"]
+for out, md5 in outs.items():
+    if not md5:
+        sys.exit(f"verify: FAILED: dvc.lock records no hash for {out} (make push records it)")
+    if not md5.endswith(".dir"):
+        recorded[out] = md5
         continue
-    listing = cached(out["md5"])
+    listing = cached(md5)
     if not listing.is_file():
-        sys.exit(f"verify: FAILED: the DVC cache lacks the file listing of {out['path']} ({listing});\n"
-                 f"        dvc fetch {out['path']} downloads it")
-    if md5sum(listing) + ".dir" != out["md5"]:
-        sys.exit(f"verify: FAILED: the DVC cache object {listing} (the file listing of {out['path']}) is damaged;\n"
-                 f"        mv {listing} {listing}.damaged && dvc fetch {out['path']}")
+        sys.exit(f"verify: FAILED: the DVC cache lacks the file listing of {out} ({listing});\n"
+                 f"        dvc fetch {out} downloads it")
+    if md5sum(listing) + ".dir" != md5:
+        sys.exit(f"verify: FAILED: the DVC cache object {listing} (the file listing of {out}) is damaged;\n"
+                 f"        mv {listing} {listing}.damaged && dvc fetch {out}")
     for entry in json.loads(listing.read_text()):
-        recorded[f"{out['path']}/{entry['relpath']}"] = entry["md5"]
+        recorded[f"{out}/{entry['relpath']}"] = entry["md5"]
 recorded = {path: md5 for path, md5 in recorded.items() if Path(path).is_relative_to(root)}
 checked = {}
 for path, md5 in sorted(recorded.items()):

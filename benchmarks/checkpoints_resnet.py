@@ -25,6 +25,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -69,7 +70,7 @@ def make_bundle(folder: Path, n: int) -> tuple[Path, int]:
             yield f"net_{i}", as_released(state)
 
     bundle = write_bundle(folder / f"{SETTING}-0-{n - 1}.tgz", networks(), compresslevel=1)
-    with __import__("tarfile").open(bundle) as tar:
+    with tarfile.open(bundle) as tar:
         size = sum(member.size for member in tar)
     return bundle, size
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import statistics
@@ -153,7 +154,7 @@ def run(name: str, repeats: int, reads: int, folder: Path) -> dict:
             add(f"write_cpu_{label}", cpu)
             store = open_store(path)
             assert store.checksummed == checksums
-            chunks = sum(len(list(store.layout("state", a).indices())) for a in store.state_names)
+            chunks = sum(math.prod(store.layout("state", a).grid) for a in store.state_names)
             for _ in range(reads):
                 opened, wall, cpu = read(path)
                 add(f"open_{label}", opened)

@@ -10,15 +10,16 @@ import re
 
 import symbnn.analyses.plan
 import symbnn.methods.registry
-import symbnn.methods.sampling
+import symbnn.settings.workflow
 
 RESULTS = SETTINGS.results
 RUN = SETTINGS.run
 EXPERIMENTS = SETTINGS.experiments
+EXPERIMENT_NAME = symbnn.settings.workflow.EXPERIMENT_NAME
 
 
 wildcard_constraints:
-    experiment="[A-Za-z0-9][A-Za-z0-9-]*",
+    experiment=EXPERIMENT_NAME,
     shard="[0-9]+",
 
 
@@ -161,7 +162,7 @@ def fit_params(wildcards):
     own network."""
     experiment, methods = experiment_of(wildcards), methods_of(wildcards.experiment)
     registry, method = symbnn.methods.registry, wildcards.method
-    blocks = symbnn.methods.sampling.mode_blocks(method, methods)
+    blocks = symbnn.methods.registry.mode_blocks(method, methods)
     params = {
         "settings": registry.fit_settings(method, methods),
         "modes": blocks[int(wildcards.block)],
@@ -201,7 +202,7 @@ def predict_inputs(wildcards):
 
 def fit_blocks(wildcards):
     methods = methods_of(wildcards.experiment)
-    blocks = symbnn.methods.sampling.mode_blocks(wildcards.method, methods)
+    blocks = symbnn.methods.registry.mode_blocks(wildcards.method, methods)
     return [f"{b:03d}" for b in range(len(blocks))]
 
 
@@ -264,8 +265,8 @@ def trained_pattern(pool=False):
     but the imported ones (each followed by '/' in the paths these rules write)."""
     imported = imported_experiments(pool)
     if not imported:
-        return "[A-Za-z0-9][A-Za-z0-9-]*"
-    return f"(?!(?:{'|'.join(re.escape(name) for name in imported)})/)[A-Za-z0-9][A-Za-z0-9-]*"
+        return EXPERIMENT_NAME
+    return f"(?!(?:{names_pattern(imported)})/){EXPERIMENT_NAME}"
 
 
 def checkpoint_source(wildcards):
@@ -297,8 +298,5 @@ def import_params(pool):
 def imported_targets():
     """The weight marginals of every imported target posterior the run builds (appendix D.3 on
     the released networks; trained experiments get theirs from the marginals analysis)."""
-    return [
-        f"{RESULTS}/{name}/report/posterior_marginals.md"
-        for name in RUN
-        if name in imported_experiments()
-    ]
+    imported = imported_experiments()
+    return [f"{RESULTS}/{name}/report/posterior_marginals.md" for name in RUN if name in imported]

@@ -9,13 +9,13 @@ from conftest import repo_config, tiny_experiment
 from symbnn.cli import main
 from symbnn.data.core import ImageData
 from symbnn.methods import ensembles, registry
-from symbnn.methods.base import Mode, Problem, split_counts
+from symbnn.methods.base import Mode, Problem
 from symbnn.methods.pool import select_mode
+from symbnn.methods.registry import mode_blocks, split_counts
 from symbnn.methods.sampling import (
     draw_samples,
     fit_block,
     load_fits,
-    mode_blocks,
     problem_for,
     sample_store,
     save_fits,

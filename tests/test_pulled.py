@@ -29,7 +29,7 @@ def restored(tmp_path, monkeypatch):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
         os.utime(path, (1000 + age, 1000 + age))
-    monkeypatch.setattr(pulled, "changed_outputs", lambda stages: set())
+    monkeypatch.setattr(pulled, "changed_outputs", lambda stages: {})
     return files
 
 
@@ -49,7 +49,7 @@ def test_restored_folder_gets_one_timestamp_once(restored, tmp_path, capsys):
 
 
 def test_folder_not_as_recorded_is_left_alone(restored, tmp_path, monkeypatch):
-    monkeypatch.setattr(pulled, "changed_outputs", lambda stages: {"results/a"})
+    monkeypatch.setattr(pulled, "changed_outputs", lambda stages: {"results/a": "modified"})
     assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == []
     assert len(mtimes(tmp_path / "results/a" / "store.zarr")) == 2  # untouched
     assert not pulled.STAMP.exists()
@@ -64,3 +64,23 @@ def test_switched_off_pushed_here_or_in_a_job(restored, tmp_path, monkeypatch):
     pulled.mark_adopted()  # what make push does on the machine that computed them
     assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == []
     assert len(mtimes(tmp_path / "results/a" / "store.zarr")) == 2
+
+
+def test_folder_not_as_recorded_is_checked_again_only_once_it_changes(restored, monkeypatch):
+    """`dvc status` hashes the folder: not rerun at every Snakemake start while nothing changed
+    (unless what was missing is the DVC cache, which a `dvc fetch` fills without a change)."""
+    calls = []
+
+    def status(state):
+        monkeypatch.setattr(pulled, "changed_outputs", lambda stages: calls.append(1) or state)
+
+    status({"results/a": "not in cache"})
+    assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == []
+    status({"results/a": "modified"})
+    assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == []
+    assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == []
+    assert len(calls) == 2
+    restored[0].write_text("pulled again")
+    status({})
+    assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == ["results/a"]
+    assert len(calls) == 3

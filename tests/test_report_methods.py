@@ -14,10 +14,9 @@ from symbnn.report.method_tables import (
     table1,
     table1_display,
     table2,
-    to_latex,
 )
 from symbnn.report.paper import paper_table1
-from symbnn.report.tables import to_html, write_table
+from symbnn.report.tables import to_html, to_latex, write_table
 from symbnn.store import StoreError
 
 

@@ -22,6 +22,6 @@ with log_to(snakemake.log[0]):
         offset=imported["offset"],
         data_root=env.data_root,
         download_data=env.download,
-        device="cpu",
+        device="cpu",  # the import rules ask for no GPU (rules/checkpoints.smk)
     )
     print(f"wrote {store}")

@@ -15,6 +15,15 @@ from symbnn.report.paper import BLOCK_OF_DATASET, paper_table1
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
 
+
+def formats(data, text=None, html=None):
+    """The frame written in each format: `data` for programs (parquet, CSV), `text` for
+    readers (Markdown, LaTeX; default `data`), `html` for the report (default `text`)."""
+    text = data if text is None else text
+    html = text if html is None else html
+    return {"parquet": data, "csv": data, "md": text, "tex": text, "html": html}
+
+
 with log_to(snakemake.log[0]):
     mmd = pl.concat([pl.read_parquet(path) for path in snakemake.input.mmd], how="diagonal_relaxed")
     metrics = pl.concat(
@@ -23,24 +32,21 @@ with log_to(snakemake.log[0]):
     first = table1(mmd, metrics)
     block = BLOCK_OF_DATASET.get(snakemake.params.dataset)
     paper = paper_table1(block) if block else first.head(0).select(["group", "method"])
-    shown = table1_display(first)
-    tables = {
-        # figures for programs (parquet, CSV), "mean ± sd" text for readers (Markdown, LaTeX, HTML)
-        "table1": {"parquet": first, "csv": first, "md": shown, "tex": shown, "html": shown},
-        "findings": findings(first),
-    }
-    # the report's HTML tables carry each figure's unit in its header
+    shown = table1_display(first)  # "mean ± sd" text, units in the headers
     second = table2(mmd)
-    tables["table2"] = dict.fromkeys(("parquet", "csv", "md", "tex"), second)
-    tables["table2"]["html"] = with_units(second)
     beside = paper_comparison(first, paper)
-    tables["table1_paper"] = dict.fromkeys(("parquet", "csv", "md", "tex"), beside)
-    tables["table1_paper"]["html"] = with_units(beside, "ours / paper")
+    found = findings(first)
+    tables = {
+        "table1": formats(first, text=shown),
+        "findings": formats(found),
+        # the report's HTML tables carry each figure's unit in its header
+        "table2": formats(second, html=with_units(second)),
+        "table1_paper": formats(beside, html=with_units(beside, "ours / paper")),
+    }
     for name, table in tables.items():
-        for suffix in ("parquet", "csv", "md", "tex", "html"):
+        for suffix, frame in table.items():
             key = f"{name}_{suffix}"
-            frame = table[suffix] if isinstance(table, dict) else table
             if key in snakemake.output.keys():  # noqa: SIM118 (a Namedlist: `in` tests its values)
                 write_table(frame, snakemake.output[key])
     print(shown)
-    print(tables["findings"])
+    print(found)

@@ -67,12 +67,8 @@ def symmetry_of(model: nn.Module | dict[str, Any] | Symmetry, example_input=None
         return model
     if _is_spec(model):
         from symbnn.models import build_model
-        from symbnn.models import example_input as spec_input
 
-        net = build_model(model)
-        if example_input is None:
-            example_input = spec_input(model, net)
-        return derive(net, example_input, architecture=dict(model))
+        return derive(build_model(model), example_input, architecture=dict(model))
     if isinstance(model, nn.Module):
         return derive(model, example_input)
     raise TypeError(
@@ -179,6 +175,7 @@ def count_symmetries(
     ``net`` may also be a `Symmetry` (or a model spec): nothing else is needed to count.
     """
     from symbnn.symmetry.counting import count_symmetries as rows_of
+    from symbnn.symmetry.counting import total_symmetries
 
     if isinstance(net, Symmetry) or _is_spec(net):
         sym = symmetry_of(net, example_input)
@@ -186,10 +183,8 @@ def count_symmetries(
         sym = _resolve(net, symmetry, example_input)[1]
     rows = rows_of(sym)
     return {
-        "log10_permutations": sum(r["log10_permutations"] for r in rows),
-        "scaling_dof": sum(r["scaling_dof"] for r in rows),
+        **total_symmetries(sym),
         "bn_scaling_dof": sum(r["bn_scaling_dof"] for r in rows),
-        "softmax_dof": sym.softmax_dof,
         "softmax_shift": sym.softmax_dof > 0,
         "groups": rows,
     }
@@ -271,12 +266,13 @@ def random_symmetry(
         transform["scales"] = random_scales(sym, n, generator, spread=spread)
         state = apply_scales(state, sym, transform["scales"])
     if shift and sym.softmax_dof:
-        c, v = random_output_shifts(sym, n, generator)
-        state = shift_output(state, sym, c, v)
-        transform["shift"] = c[0] if single and c is not None else c
-        transform["weight_shift"] = v[0] if single and v is not None else v
+        transform["shift"], transform["weight_shift"] = random_output_shifts(sym, n, generator)
+        state = shift_output(state, sym, transform["shift"], transform["weight_shift"])
     if single:
         transform["perms"] = {k: v[0] for k, v in transform["perms"].items()}
         transform["scales"] = {k: v[0] for k, v in transform["scales"].items()}
+        for key in ("shift", "weight_shift"):
+            if transform[key] is not None:
+                transform[key] = transform[key][0]
     state = _like(dict(state), template)
     return (state, transform) if return_transform else state

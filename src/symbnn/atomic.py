@@ -15,9 +15,14 @@ class WriteError(OSError):
     output, never the hidden temporary file it was being written to."""
 
 
+def polars_io_error(exc: BaseException) -> bool:
+    """polars' ComputeError: how it reports a failed read or write (a full disk, a damaged
+    parquet file). Its other errors (a missing column, ...) are bugs, not I/O."""
+    return type(exc).__module__.split(".")[0] == "polars" and type(exc).__name__ == "ComputeError"
+
+
 def _io_failure(exc: BaseException) -> bool:
-    """An OSError, or a polars error (polars reports a failed write as ComputeError)."""
-    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] == "polars"
+    return isinstance(exc, OSError) or polars_io_error(exc)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:

@@ -40,6 +40,33 @@ def split_state(
     return params, buffers
 
 
+class Linearised(nn.Module):
+    """`model` linearised at the state dict `mode`, evaluated at the state dict `sample`:
+    calling it on a batch gives f(x; mode) + J(x) (sample - mode). The split into parameters
+    and buffers and the direction sample - mode are computed here once, not per batch.
+    `model` gives the architecture (its own weights are not used); state dicts live on the
+    inputs' device and the buffers come from `mode`."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        mode: Mapping[str, torch.Tensor],
+        sample: Mapping[str, torch.Tensor],
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.at, self.mode_buffers = split_state(model, mode)
+        theta, _ = split_state(model, sample)
+        self.direction = {name: theta[name] - self.at[name] for name in self.at}
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        def network(params: dict[str, torch.Tensor]) -> torch.Tensor:
+            return functional_call(self.model, {**self.mode_buffers, **params}, (inputs,))
+
+        logits, change = jvp(network, (self.at,), (self.direction,))
+        return logits + change
+
+
 @torch.no_grad()
 def linearised_logits(
     model: nn.Module,
@@ -47,15 +74,6 @@ def linearised_logits(
     sample: Mapping[str, torch.Tensor],
     inputs: torch.Tensor,
 ) -> torch.Tensor:
-    """f(x; mode) + J(x) (sample - mode) for a batch `inputs`; `model` gives the architecture
-    (its own weights are not used) and should be in eval mode. `mode` and `sample` are state
-    dicts on the inputs' device; the buffers come from `mode`."""
-    at, buffers = split_state(model, mode)
-    theta, _ = split_state(model, sample)
-    direction = {name: theta[name] - at[name] for name in at}
-
-    def network(params: dict[str, torch.Tensor]) -> torch.Tensor:
-        return functional_call(model, {**buffers, **params}, (inputs,))
-
-    logits, change = jvp(network, (at,), (direction,))
-    return logits + change
+    """f(x; mode) + J(x) (sample - mode) for one batch `inputs` (`Linearised`); `model`
+    should be in eval mode."""
+    return Linearised(model, mode, sample)(inputs)

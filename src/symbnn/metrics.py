@@ -46,8 +46,10 @@ import torch
 
 from symbnn.settings import Metrics
 
+# library defaults are the settings layer's
+METRICS = Metrics()
 SCORES = Metrics.choices("ood_score")
-DEFAULT_BINS = Metrics().bins
+DEFAULT_BINS = METRICS.bins
 # the smallest positive float16: stored probabilities below it read as 0
 NLL_FLOOR = 2.0**-24
 # Row-sum tolerance: float16/bfloat16 keep ~3 (resp. ~2) significant digits per probability.
@@ -344,7 +346,7 @@ def _score_from(stats: dict[str, torch.Tensor], kind: str) -> torch.Tensor:
     return 1 - stats["conf"] if kind == "msp" else stats[_score_key(kind)]
 
 
-def ood_scores(probs: Any, kind: str = Metrics().ood_score, *, batch: int | None = None) -> Any:
+def ood_scores(probs: Any, kind: str = METRICS.ood_score, *, batch: int | None = None) -> Any:
     """Per-input OOD score (N,), higher = more OOD: "msp" 1 - max_c p_c, "entropy" H(p), "mi"
     mutual information. ``probs`` is (K, N, C), or (N, C) for "msp" and "entropy"."""
     key = _score_key(kind)
@@ -405,7 +407,7 @@ def uncertainty_metrics(
     probs_in: Any,
     labels: Any,
     probs_out: Any,
-    score: str = Metrics().ood_score,
+    score: str = METRICS.ood_score,
     *,
     bins: int = DEFAULT_BINS,
     batch: int | None = None,
@@ -414,8 +416,7 @@ def uncertainty_metrics(
     """All metrics of an ensemble: ``probs_in`` (K, N, C) on the in-distribution test set with
     (N,) ``labels``, ``probs_out`` (K, M, C) on the OOD set, OOD ``score`` "msp", "entropy" or
     "mi". Returns accuracy, ece, brier, nll, aupr, fpr95, idmi, oodmi (NLL and MI in nats)
-    as floats. ``names``
-    name the two arrays in error messages."""
+    as floats. ``names`` name the two arrays in error messages."""
     key = _score_key(score)
     bins = _check_bins(bins)
     name_in, name_out = names

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,20 +32,21 @@ import torch
 import zarr
 
 from symbnn.data.core import ImageData
-from symbnn.linearise import linearised_logits
+from symbnn.linearise import Linearised
 from symbnn.models import build_model
 from symbnn.progress import progress
 from symbnn.store import (
     ARRAY_CONFIG,
     CHECKSUM,
     CHECKSUM_CODECS,
-    REMEDY,
     ArrayLayout,
     Store,
     StoreError,
-    check_chunks_present,
+    check_integrity,
+    iter_chunks,
     open_store,
-    read_error,
+    positive_count,
+    read_checked,
     read_layout,
     staged_folder,
     unverified_notes,
@@ -64,9 +66,10 @@ def predict_probabilities(
     batch: int = 1000,
     normalized_like: ImageData | None = None,
 ) -> torch.Tensor:
-    """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches.
-    Images are normalised with the statistics of `normalized_like` (default: `data`'s own):
-    an OOD set goes through the in-distribution set's normalisation, as the network saw it."""
+    """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches;
+    `model` may be a `symbnn.linearise.Linearised` network (the Laplace predictive). Images
+    are normalised with the statistics of `normalized_like` (default: `data`'s own): an OOD
+    set goes through the in-distribution set's normalisation, as the network saw it."""
     model.eval()
     normalize = (normalized_like or data).normalize
     out = []
@@ -76,32 +79,10 @@ def predict_probabilities(
     return torch.cat(out)
 
 
-@torch.no_grad()
-def predict_linearised(
-    model: torch.nn.Module,
-    mode: dict[str, torch.Tensor],
-    sample: dict[str, torch.Tensor],
-    data: ImageData,
-    batch: int = 1000,
-    normalized_like: ImageData | None = None,
-) -> torch.Tensor:
-    """(N, C) float32 softmax probabilities of the network linearised at `mode`, evaluated at
-    `sample` (`symbnn.linearise`): the Laplace approximation's predictive. State dicts and
-    `model` on one device; normalisation as in `predict_probabilities`."""
-    model.eval()
-    device = next(iter(mode.values())).device
-    normalize = (normalized_like or data).normalize
-    out = []
-    for start in range(0, len(data), batch):
-        images = normalize(data.images[start : start + batch].to(device))
-        logits = linearised_logits(model, mode, sample, images)
-        out.append(torch.softmax(logits.float(), dim=1).cpu())
-    return torch.cat(out)
-
-
 class ModesBySeed:
     """The networks samples are linearised at: pool networks looked up by the seed recorded
-    in each sample's ``mode_seed``, loaded once each, on `device`."""
+    in each sample's ``mode_seed``, on `device`. Only the last one is kept: samples come
+    grouped by mode, so each is loaded once."""
 
     def __init__(self, pool_path: str | os.PathLike, samples: Store, device: str) -> None:
         if "mode_seed" not in samples.info_names:
@@ -119,20 +100,22 @@ class ModesBySeed:
         seeds = self.pool.info("seed").tolist()
         self.row_of_seed = {int(seed): row for row, seed in enumerate(seeds)}
         self.mode_seed = samples.info("mode_seed").tolist()
-        self.device, self.cache = device, {}
+        self.device = device
+        self._seed: int | None = None
+        self._state: dict[str, torch.Tensor] = {}
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         seed = int(self.mode_seed[index])
         if seed not in self.row_of_seed:
             raise StoreError(f"{self.pool.path}: no pool network has seed {seed} (sample {index})")
-        if seed not in self.cache:
-            state = self.pool.state_dict(self.row_of_seed[seed])
-            self.cache = {seed: _on(state, self.device)}  # samples come grouped by mode
-        return self.cache[seed]
+        if seed != self._seed:
+            self._seed = seed
+            self._state = _on(self.pool.state_dict(self.row_of_seed[seed]), self.device)
+        return self._state
 
 
-def _on(state: dict[str, Any], device: str) -> dict[str, torch.Tensor]:
-    return {name: torch.as_tensor(np.asarray(t)).to(device) for name, t in state.items()}
+def _on(state: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    return {name: t.to(device) for name, t in state.items()}
 
 
 def _rows_per_chunk(n: int, c: int) -> int:
@@ -182,17 +165,14 @@ def write_predictions(
             )
         accuracy = np.zeros(s, dtype=np.float32)
         for index in progress(range(s), desc="predict", unit="sample"):
+            state = samples.state_dict(index)
             if modes is None:
-                model.load_state_dict(samples.state_dict(index))
+                model.load_state_dict(state)
+                network = model
             else:
-                sample = _on(samples.state_dict(index), device)
+                network = Linearised(model, modes[index], _on(state, device))
             for name, data in (("test", test), ("ood", ood)):
-                if modes is None:
-                    probs = predict_probabilities(model, data, device, batch, normalized_like=test)
-                else:
-                    probs = predict_linearised(
-                        model, modes[index], sample, data, batch, normalized_like=test
-                    )
+                probs = predict_probabilities(network, data, device, batch, normalized_like=test)
                 if not torch.isfinite(probs).all():
                     raise StoreError(
                         f"{samples_path}: sample {index} predicts NaN or inf on the {name} set"
@@ -236,12 +216,10 @@ class CheckedArray:
         return self._array.shape[0]
 
     def __getitem__(self, selection: Any) -> np.ndarray:
-        try:
-            return np.asarray(self._array[selection])
-        except IndexError as exc:
-            raise StoreError(f"{self.layout.store}: {self.layout.label}: {exc}") from exc
-        except Exception as exc:
-            raise read_error(self.layout, exc) from exc
+        return read_checked(self._array, self.layout, selection)
+
+    def iter_chunks(self) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+        return iter_chunks(self._array, self.layout)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         values = self[...]
@@ -296,9 +274,7 @@ class Predictions:
         not be verified (a store written before checksums), as `Store.validate` does."""
         layouts = [self.group[name].layout for name in ARRAYS if name in self.group]
         for layout in layouts:
-            array = self.group[layout.label]
-            for index in layout.indices():
-                block = array[layout.slices(index)]
+            for index, block in self.group[layout.label].iter_chunks():
                 if layout.label not in ("test", "ood"):
                     continue
                 block = block.astype(np.float32)
@@ -343,16 +319,7 @@ def open_predictions(path: str | os.PathLike) -> Predictions:
         raise StoreError(f"{path}: not a predictions store ({exc})") from exc
     if attrs.get("format") != FORMAT:
         raise StoreError(f"{path}: not a predictions store (format {attrs.get('format')!r})")
-    counts = {}
-    for key in ("n_samples", "num_classes"):
-        value = attrs.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise StoreError(
-                f"{path}: attribute {key!r} is {value!r}, expected a positive integer "
-                "(the store is damaged or was not written by symbnn)"
-            )
-        counts[key] = value
-    s, c = counts["n_samples"], counts["num_classes"]
+    s, c = (positive_count(path, attrs, key) for key in ("n_samples", "num_classes"))
     layouts = {
         name: read_layout(path, name)
         for name in ARRAYS
@@ -374,12 +341,5 @@ def open_predictions(path: str | os.PathLike) -> Predictions:
                 "inconsistent"
             )
     checksummed = attrs.get("checksum") == CHECKSUM
-    if checksummed:
-        unchecked = [name for name, layout in layouts.items() if not layout.checksum]
-        if unchecked:
-            raise StoreError(
-                f"{path}: {unchecked[0]} has no crc32c checksum although the store says every "
-                f"array has one: the store is inconsistent; {REMEDY}"
-            )
-        check_chunks_present(list(layouts.values()))
+    check_integrity(path, list(layouts.values()), checksummed)
     return Predictions(path, CheckedGroup(group, layouts), checksummed)

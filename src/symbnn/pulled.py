@@ -9,7 +9,8 @@ each job ran. What is left to fix is the timestamps: when a result folder of `dv
 disk exactly as recorded there (`dvc status`), it is a finished snapshot (`make push` refuses
 an unfinished run), so every file and folder in it gets one and the same timestamp, and no
 output is older than its inputs. Each folder is adopted once per recorded hash
-(`.snakemake/symbnn-adopted.json`). SYMBNN_ADOPT=0 turns this off.
+(`.snakemake/symbnn-adopted.json`); a folder found not as recorded is checked again only
+once it or its hash changes. SYMBNN_ADOPT=0 turns this off.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import yaml
 
 LOCK = Path("dvc.lock")
 STAMP = Path(".snakemake") / "symbnn-adopted.json"
+# Folders `dvc status` found not as recorded, with what they looked like then: `dvc status`
+# hashes them, so it runs again only once they (or dvc.lock) change.
+NOT_AS_RECORDED = Path(".snakemake") / "symbnn-not-adopted.json"
 PROVENANCE = ".snakemake/metadata"
 
 
@@ -39,26 +43,48 @@ def locked_outputs(lock: Path = LOCK) -> dict[str, tuple[str, str]]:
     }
 
 
+def read_record(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(record, indent=1))
+
+
 def mark_adopted(lock: Path = LOCK) -> None:
     """Record every output of dvc.lock as adopted: `make push` calls it on the machine that
     computed them, whose timestamps are Snakemake's own."""
-    STAMP.parent.mkdir(exist_ok=True)
-    STAMP.write_text(json.dumps({p: md5 for p, (_, md5) in locked_outputs(lock).items()}))
+    write_record(STAMP, {p: md5 for p, (_, md5) in locked_outputs(lock).items()})
 
 
-def changed_outputs(stages: list[str]) -> set[str]:
-    """Output paths of `stages` whose workspace copy `dvc status` finds changed or absent."""
+def fingerprint(folder: Path) -> list[int]:
+    """Files, bytes, and the sums of mtimes and inodes of everything under ``folder``: a
+    listing and a stat per file, no data read. A file written or restored (a new inode, even
+    when DVC links it from its cache with an old mtime) changes it."""
+    total = [0, 0, 0, 0]
+    for root, _, names in os.walk(folder):
+        for name in names:
+            stat = os.stat(os.path.join(root, name), follow_symlinks=False)
+            for i, value in enumerate((1, stat.st_size, stat.st_mtime_ns, stat.st_ino)):
+                total[i] += value
+    return total
+
+
+def changed_outputs(stages: list[str]) -> dict[str, str]:
+    """{output path: how it differs} for the outputs of `stages` that `dvc status` finds not
+    as dvc.lock records them ("modified", "deleted", "not in cache", ...)."""
     run = subprocess.run(
         [sys.executable, "-m", "dvc", "status", "--json", *stages], capture_output=True, text=True
     )
     if run.returncode:
         raise RuntimeError(f"dvc status failed: {(run.stdout + run.stderr).strip()[-300:]}")
     return {
-        path
+        path: state
         for changes in json.loads(run.stdout or "{}").values()
         for change in changes
         if isinstance(change, dict)
-        for path in change.get("changed outs", {})
+        for path, state in change.get("changed outs", {}).items()
     }
 
 
@@ -74,12 +100,12 @@ def set_one_timestamp(folder: Path, when: float) -> int:
 def adopt_pulled_results(workflow: Any, folders: list[str]) -> list[str]:
     """Adopt the result `folders` (those the current config builds) that DVC restored;
     returns those adopted."""
-    if os.environ.get("SYMBNN_ADOPT", "1") == "0" or not LOCK.is_file():
+    if os.environ.get("SYMBNN_ADOPT", "1") == "0" or not workflow.is_main_process:
         return []
-    if not Path(".dvc").is_dir() or not workflow.is_main_process:
+    if not LOCK.is_file() or not Path(".dvc").is_dir():
         return []
     recorded = locked_outputs()
-    adopted = json.loads(STAMP.read_text()) if STAMP.is_file() else {}
+    adopted = read_record(STAMP)
     pending = [
         f
         for f in folders
@@ -87,11 +113,21 @@ def adopt_pulled_results(workflow: Any, folders: list[str]) -> list[str]:
     ]
     if not pending:
         return []
+    seen = read_record(NOT_AS_RECORDED)
+    looks = {f: [recorded[f][1], *fingerprint(Path(f))] for f in pending}
+    pending = [f for f in pending if seen.get(f) != looks[f]]  # else unchanged since seen
+    if not pending:
+        return []
     try:
         changed = changed_outputs(sorted({recorded[f][0] for f in pending}))
     except (RuntimeError, ValueError) as exc:
         print(f"symbnn: pulled results not adopted: {exc}", file=sys.stderr)
         return []
+    # a folder that differs on disk does so until it changes; one whose objects are missing
+    # from the DVC cache may be fetched without changing, so it is not remembered
+    stale = {f: looks[f] for f in pending if changed.get(f, "not in cache") != "not in cache"}
+    if stale:
+        write_record(NOT_AS_RECORDED, {**seen, **stale})
     # what is not as recorded is being recomputed, or was partly pulled: leave it alone
     pending = [f for f in pending if f not in changed]
     if not pending:
@@ -106,6 +142,5 @@ def adopt_pulled_results(workflow: Any, folders: list[str]) -> list[str]:
         f"one timestamp for their {count} files and folders{note}",
         file=sys.stderr,
     )
-    STAMP.parent.mkdir(exist_ok=True)
-    STAMP.write_text(json.dumps({**adopted, **{f: recorded[f][1] for f in pending}}, indent=1))
+    write_record(STAMP, {**adopted, **{f: recorded[f][1] for f in pending}})
     return pending

@@ -10,6 +10,8 @@ import os
 import sys
 from collections.abc import Iterator
 
+from symbnn.atomic import polars_io_error
+
 # Exit status of every expected failure, on the command line and in a workflow job.
 EXIT_FAILURE = 1
 
@@ -29,22 +31,18 @@ def expected_error(exc: BaseException) -> str | None:
         if name is not None and not exc.filename2:
             return f"{os.fspath(name)}: {reason}"
         return str(exc) if exc.filename2 else reason
-    if isinstance(exc, (StoreError, ValueError)) or _foreign_io_error(exc):
-        text = str(exc).strip() or type(exc).__name__
-        if not isinstance(exc, (StoreError, ValueError)):
-            text = f"{text} ({type(exc).__name__})"
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, (StoreError, ValueError)):
         return text
+    if _foreign_io_error(exc):
+        return f"{text} ({type(exc).__name__})"
     return None
 
 
 def _foreign_io_error(exc: BaseException) -> bool:
-    """polars' ComputeError (how it reports a failed read or write: a full disk, a damaged
-    parquet file), a YAML syntax error, or a Zarr error (a path that is not what it should
-    be). Other polars errors (a missing column, ...) are bugs here, not bad input."""
-    module = type(exc).__module__.split(".")[0]
-    if module == "polars":
-        return type(exc).__name__ == "ComputeError"
-    return module in ("yaml", "zarr")
+    """polars' I/O error (`polars_io_error`), a YAML syntax error, or a Zarr error (a path
+    that is not what it should be)."""
+    return polars_io_error(exc) or type(exc).__module__.split(".")[0] in ("yaml", "zarr")
 
 
 @contextlib.contextmanager

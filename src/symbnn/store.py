@@ -209,6 +209,31 @@ def read_layout(store: Path, label: str) -> ArrayLayout:
     )
 
 
+def positive_count(path: Path, attrs: Mapping[str, Any], key: str) -> int:
+    """The attribute ``key`` (n_samples, num_classes, ...); StoreError unless a positive int."""
+    value = attrs.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise StoreError(
+            f"{path}: attribute {key!r} is {value!r}, expected a positive integer "
+            "(the store is damaged or was not written by symbnn)"
+        )
+    return value
+
+
+def check_integrity(path: Path, layouts: Sequence[ArrayLayout], checksummed: bool) -> None:
+    """For a store whose attributes say it has checksums: every array has them and every
+    chunk file exists (a listing, no data read). Stores written before checksums pass."""
+    if not checksummed:
+        return
+    for layout in layouts:
+        if not layout.checksum:
+            raise StoreError(
+                f"{path}: {layout.label} has no crc32c checksum although the store says every "
+                f"array has one: the store is inconsistent; {REMEDY}"
+            )
+    check_chunks_present(layouts)
+
+
 def check_chunks_present(layouts: Sequence[ArrayLayout]) -> None:
     """StoreError naming the first array with a missing chunk file (a listing, no data read)."""
     for layout in layouts:
@@ -221,17 +246,46 @@ def check_chunks_present(layouts: Sequence[ArrayLayout]) -> None:
             )
 
 
+def chunk_error(layout: ArrayLayout, index: tuple[int, ...], problem: str) -> StoreError:
+    return StoreError(
+        f"{layout.store}: cannot read {layout.label}: {layout.describe(index)} {problem}; {REMEDY}"
+    )
+
+
 def read_error(layout: ArrayLayout, exc: BaseException) -> StoreError:
     """The StoreError for a failed read of ``layout``'s array: names the damaged chunk when
     one is found on disk, else repeats Zarr's reason."""
     damaged = layout.first_damaged()
     if damaged is not None:
-        index, problem = damaged
-        return StoreError(
-            f"{layout.store}: cannot read {layout.label}: {layout.describe(index)} {problem}; "
-            f"{REMEDY}"
-        )
+        return chunk_error(layout, *damaged)
     return StoreError(f"{layout.store}: cannot read {layout.label} (corrupted chunk?): {exc}")
+
+
+def read_checked(
+    array: zarr.Array, layout: ArrayLayout, selection: Any, oindex: bool = False
+) -> np.ndarray:
+    """``array[selection]`` (orthogonal indexing with ``oindex``); a selection out of range or
+    a damaged chunk is a StoreError naming the store and the array (and the chunk)."""
+    try:
+        return np.asarray(array.oindex[selection] if oindex else array[selection])
+    except IndexError as exc:
+        raise StoreError(f"{layout.store}: {layout.label}: rows {selection!r}: {exc}") from exc
+    except Exception as exc:
+        raise read_error(layout, exc) from exc
+
+
+def iter_chunks(
+    array: zarr.Array, layout: ArrayLayout
+) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """(index, values) of every chunk of ``array`` in turn, checksums verified; StoreError
+    naming the chunk that cannot be read or decoded."""
+    for index in layout.indices():
+        try:
+            values = np.asarray(array[layout.slices(index)])
+        except Exception as exc:
+            problem = layout.chunk_problem(index) or f"cannot be decoded ({exc})"
+            raise chunk_error(layout, index, problem) from exc
+        yield index, values
 
 
 def unverified_notes(layouts: Sequence[ArrayLayout], what: str = "store") -> list[str]:
@@ -511,13 +565,7 @@ class Store:
         self.attrs: dict[str, Any] = attrs
         self.state_names: list[str] = self._names("state_names")
         self.info_names: list[str] = self._names("info_names")
-        n_samples = attrs.get("n_samples")
-        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
-            raise StoreError(
-                f"{self.path}: attribute 'n_samples' is {n_samples!r}, expected a positive "
-                "integer (the store is damaged or was not written by symbnn)"
-            )
-        self.n_samples: int = n_samples
+        self.n_samples: int = positive_count(self.path, attrs, "n_samples")
         self.checksummed: bool = attrs.get("checksum") == CHECKSUM
         self._layouts: dict[str, ArrayLayout] = {}
         for section, names in (("state", self.state_names), ("info", self.info_names)):
@@ -529,14 +577,8 @@ class Store:
                         f"{self.path}: {section}/{name} has {found} samples, the store says "
                         f"{self.n_samples} (attribute n_samples): the store is inconsistent"
                     )
-                if self.checksummed and not layout.checksum:
-                    raise StoreError(
-                        f"{self.path}: {section}/{name} has no crc32c checksum although the "
-                        "store says every array has one: the store is inconsistent"
-                    )
                 self._layouts[layout.label] = layout
-        if self.checksummed:
-            check_chunks_present(list(self._layouts.values()))
+        check_integrity(self.path, list(self._layouts.values()), self.checksummed)
         self._arrays: dict[str, zarr.Array] = {}
         self._architecture_checked = False
 
@@ -597,13 +639,14 @@ class Store:
         self._architecture_checked = True
 
     def layout(self, section: str, name: str) -> ArrayLayout:
-        return self._layouts[f"{section}/{name}"]
-
-    def _array(self, section: str, name: str) -> zarr.Array:
+        """Shape, chunks and item size of an array, as read when the store was opened."""
         names = self.state_names if section == "state" else self.info_names
         if name not in names:
             raise StoreError(f"{self.path}: no {section} array {name!r} (has: {', '.join(names)})")
-        key = f"{section}/{name}"
+        return self._layouts[f"{section}/{name}"]
+
+    def _array(self, section: str, name: str) -> zarr.Array:
+        key = self.layout(section, name).label
         if key not in self._arrays:
             try:
                 self._arrays[key] = self._group[key]
@@ -618,7 +661,7 @@ class Store:
 
     def shape(self, name: str) -> tuple[int, ...]:
         """Shape of one sample of state entry ``name``."""
-        return tuple(self.state_array(name).shape[1:])
+        return self.layout("state", name).shape[1:]
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -626,12 +669,7 @@ class Store:
 
     def _read(self, section: str, name: str, rows: Any = slice(None), oindex: bool = False):
         array = self._array(section, name)
-        try:
-            return np.asarray(array.oindex[rows] if oindex else array[rows])
-        except IndexError as exc:
-            raise StoreError(f"{self.path}: {section}/{name}: rows {rows!r}: {exc}") from exc
-        except Exception as exc:
-            raise read_error(self.layout(section, name), exc) from exc
+        return read_checked(array, self.layout(section, name), rows, oindex)
 
     def read(self, name: str, rows: Any = slice(None)) -> np.ndarray:
         """State entry ``name`` for the selected samples, shape (k, *param_shape)."""
@@ -647,7 +685,7 @@ class Store:
 
     def iter_sample_blocks(self, name: str) -> Iterator[tuple[int, np.ndarray]]:
         """(start_row, block) over the sample axis, aligned to chunks."""
-        step = self.state_array(name).chunks[0]
+        step = self.layout("state", name).chunks[0]
         for start in range(0, self.n_samples, step):
             yield start, self.read(name, slice(start, start + step))
 
@@ -656,15 +694,15 @@ class Store:
     ) -> Iterator[tuple[int, int, np.ndarray]]:
         """(col_start, col_stop, block) over the flattened parameter axis of every selected
         sample: block has shape (k, col_stop - col_start); memory stays near ``max_bytes``."""
-        array = self.state_array(name)
-        shape = array.shape[1:]
+        layout = self.layout("state", name)
+        shape = layout.shape[1:]
         if not shape:
             values = self._read("state", name, rows)
             yield 0, 1, values.reshape(-1, 1)
             return
         n_rows = len(range(self.n_samples)[rows]) if isinstance(rows, slice) else len(rows)
-        per_slice = math.prod(shape[1:]) * array.dtype.itemsize * max(1, n_rows)
-        chunk_first = array.chunks[1]
+        per_slice = math.prod(shape[1:]) * layout.itemsize * max(1, n_rows)
+        chunk_first = layout.chunks[1]
         step = max(1, max_bytes // max(1, per_slice))
         if chunk_first < shape[0]:  # the parameter axis is chunked: read whole chunks
             step = max(chunk_first, step // chunk_first * chunk_first)
@@ -694,12 +732,7 @@ class Store:
         return {name: torch.from_numpy(self.read(name, rows)) for name in self.state_names}
 
     def nbytes(self) -> int:
-        arrays = [
-            self._array(section, name)
-            for section, names in (("state", self.state_names), ("info", self.info_names))
-            for name in names
-        ]
-        return sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays)
+        return sum(math.prod(lay.shape) * lay.itemsize for lay in self._layouts.values())
 
     def validate(self, check_values: bool = True) -> list[str]:
         """Raise StoreError naming the array (and chunk) at fault if the store is inconsistent
@@ -713,16 +746,7 @@ class Store:
         if check_values:
             for layout in layouts:
                 section, name = layout.label.split("/", 1)
-                array = self._array(section, name)
-                for index in layout.indices():
-                    try:
-                        block = np.asarray(array[layout.slices(index)])
-                    except Exception as exc:
-                        problem = layout.chunk_problem(index)
-                        raise StoreError(
-                            f"{self.path}: cannot read {layout.label}: {layout.describe(index)} "
-                            f"{problem or f'cannot be decoded ({exc})'}; {REMEDY}"
-                        ) from exc
+                for index, block in iter_chunks(self._array(section, name), layout):
                     if section == "state" and block.dtype.kind == "f":
                         bad = ~np.isfinite(block)
                         if bad.any():

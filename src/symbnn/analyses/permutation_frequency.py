@@ -25,7 +25,7 @@ from symbnn.data.core import ImageData
 from symbnn.settings import PermutationFrequency, Recipe
 from symbnn.symmetry import canonicalize, unit_groups
 from symbnn.train.batches import batch_bounds
-from symbnn.train.evaluate import accuracy
+from symbnn.train.evaluate import accuracy, unstack
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model
 
@@ -132,7 +132,7 @@ def final_accuracy(
 ) -> float:
     """Test accuracy of the last snapshot of a run."""
     model = build_seeded_model(model_spec, 0)
-    model.load_state_dict({name: t[-1] for name, t in state.items()})
+    model.load_state_dict(unstack(state, -1))
     return accuracy(model, test)
 
 
@@ -153,15 +153,11 @@ def run_frequency(
     import polars as pl
 
     taus, perms = [], []
-    kept, tried = 0, 0
-    seed = settings.first_seed - 1
-    while kept < settings.runs:
-        seed, tried = seed + 1, tried + 1
-        if tried > MAX_TRIES_PER_RUN * settings.runs:
-            raise ValueError(
-                f"permutation frequency: {kept} of {tried - 1} runs converged (test accuracy "
-                f">= {min_accuracy}); {settings.runs} are asked for"
-            )
+    kept = 0
+    seeds = range(settings.first_seed, settings.first_seed + MAX_TRIES_PER_RUN * settings.runs)
+    for seed in seeds:
+        if kept == settings.runs:
+            break
         state, steps, lrs = snapshots(
             model_spec, recipe, train, seed, settings.every_k_steps, device
         )
@@ -193,6 +189,11 @@ def run_frequency(
                     }
                 )
             )
+    if kept < settings.runs:
+        raise ValueError(
+            f"permutation frequency: {kept} of {len(seeds)} runs converged (test accuracy "
+            f">= {min_accuracy}); {settings.runs} are asked for"
+        )
     if not taus:
         raise ValueError(f"{model_spec}: no hidden unit group of two or more units to rank")
     return pl.concat(taus), pl.concat(perms)

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from symbnn.checkpoints.releases import HUB_REPOSITORY, HUB_REPOSITORY_TYPE, CheckpointError
-from symbnn.checkpoints.sources import BUNDLE_NAME, is_bundle_file
+from symbnn.checkpoints.sources import Bundle, is_bundle_file
 
 
 def download_bundles(
@@ -32,10 +32,7 @@ def download_bundles(
         base = name.removeprefix(prefix)
         if not name.startswith(prefix) or "/" in base or not is_bundle_file(Path(base)):
             continue
-        match = BUNDLE_NAME.match(base)
-        if match and (
-            int(match["last"]) < first or (stop is not None and int(match["first"]) >= stop)
-        ):
+        if Bundle.at(Path(base)).outside(first, stop):
             continue
         wanted.append(name)
     if not wanted:

@@ -14,7 +14,7 @@ import torch
 from symbnn.checkpoints.download import download_bundles
 from symbnn.checkpoints.importer import import_checkpoints
 from symbnn.data.experiment import load_in_distribution
-from symbnn.models import OptuNet
+from symbnn.models import OptuNet, build_model
 from symbnn.settings import Data
 from symbnn.settings.checkpoints import Checkpoints
 from symbnn.store import Store
@@ -58,10 +58,12 @@ def import_posterior(
 
 
 def _accuracies_on(test, device: str):
-    from symbnn.models import build_model
+    model = None
 
     def annotate(architecture: dict[str, Any], state: dict[str, np.ndarray]):
-        model = build_model(architecture).to(device)
+        nonlocal model
+        if model is None:  # one architecture per import: built once, not once per batch
+            model = build_model(architecture).to(device)
         stacked = {name: torch.from_numpy(v) for name, v in state.items()}
         if type(model) is OptuNet:
             accuracies = stacked_accuracies(model, stacked, test, device)

@@ -75,13 +75,14 @@ def import_checkpoints(
         expected_samples=count or _announced(bundles, first),
         overwrite=overwrite,
     ) as writer:
-        for network, tensors in _parsed(iter_networks(bundles, first, stop)):
+        for network in iter_networks(bundles, first, stop):
             if network.index in indices:
                 raise CheckpointError(
                     f"{network.source}: a second network with release index {network.index} "
                     "(do two bundles overlap?)"
                 )
             indices.add(network.index)
+            tensors = parse(network.data, network.source)
             if name_map is None:
                 name_map = NameMap.build(chosen, chosen.resolve(tensors, network.source))
             source_dtypes.update(str(v.dtype) for v in tensors.values() if v.dtype.kind == "f")
@@ -131,14 +132,6 @@ def _conversion(source_dtypes: set[str], dtype: str) -> str:
     if all(widths[name] <= widths[dtype] for name in source_dtypes):
         return f"{','.join(sorted(source_dtypes))} widened to {dtype} (exact)"
     return f"{','.join(sorted(source_dtypes))} rounded to {dtype}"
-
-
-def _parsed(networks):
-    """(network, its tensors) for each network that was read (those before the range are
-    skipped unread)."""
-    for network in networks:
-        if network.data is not None:
-            yield network, parse(network.data, network.source)
 
 
 def _annotated(batch: Batch, name_map: NameMap, annotate: Annotate | None):

@@ -44,6 +44,13 @@ class Bundle:
     def label(self) -> str:
         return self.path.name
 
+    def outside(self, first: int, stop: int | None) -> bool:
+        """Whether its name puts all its networks outside ``first <= index < stop`` (a
+        bundle whose name announces no range may hold any)."""
+        if self.first is None or self.last is None:
+            return False
+        return self.last < first or (stop is not None and self.first >= stop)
+
     @classmethod
     def at(cls, path: Path) -> Bundle:
         match = BUNDLE_NAME.match(path.name)
@@ -56,7 +63,7 @@ class Bundle:
 class Network:
     index: int  # position in the release
     source: str  # "<bundle>:<file inside it>"
-    data: bytes | None  # the safetensors file; None for a network skipped unread
+    data: bytes  # the safetensors file
 
 
 def is_bundle_file(path: Path) -> bool:
@@ -99,18 +106,18 @@ def iter_networks(
 ) -> Iterator[Network]:
     """Networks ``first <= index < stop`` of ``bundles`` (release indices), in order. A
     bundle whose name puts it wholly outside the range is not opened; networks before
-    ``first`` inside an opened bundle come out with ``data=None`` (never read)."""
+    ``first`` inside an opened bundle are counted, never read."""
     offset = 0
     for bundle in bundles:
         start = bundle.first if bundle.first is not None else offset
-        announced = bundle.first is not None and bundle.last is not None
-        if announced and (bundle.last < first or (stop is not None and bundle.first >= stop)):
+        if bundle.outside(first, stop):
             offset = bundle.last + 1
             continue
         members = _tgz_members if bundle.packed else _folder_members
         position = -1
         for position, (name, data) in enumerate(members(bundle, start, first, stop)):
-            yield Network(start + position, f"{bundle.label}:{name}", data)
+            if data is not None:  # None: before `first`
+                yield Network(start + position, f"{bundle.label}:{name}", data)
         if stop is not None and start + position + 1 >= stop:
             return
         offset = start + position + 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -34,10 +36,23 @@ def explain_failure(path: str | os.PathLike, exc: ValueError) -> ValueError:
     return exc
 
 
+@contextlib.contextmanager
+def explained_failures(path: str | os.PathLike) -> Iterator[None]:
+    """Canonicalising the store ``path`` in the block: a ValueError is re-raised as
+    `explain_failure` words it."""
+    try:
+        yield
+    except ValueError as exc:
+        better = explain_failure(path, exc)
+        if better is exc:
+            raise
+        raise better from exc
+
+
 def _run(args) -> int:
     from symbnn.symmetry.canonical_store import canonicalize_store
 
-    try:
+    with explained_failures(args.input):
         canonicalize_store(
             args.input,
             args.output,
@@ -47,11 +62,6 @@ def _run(args) -> int:
             on_dead=args.on_dead,
             overwrite=args.overwrite,
         )
-    except ValueError as exc:
-        better = explain_failure(args.input, exc)
-        if better is exc:
-            raise
-        raise better from exc
     print(f"canonical store written: {args.output}")
     return 0
 

@@ -30,8 +30,8 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.checkpoints.releases import RELEASES
     from symbnn.commands import nonnegative_int, positive_int
+    from symbnn.settings.checkpoints import Checkpoints
 
     parser = subparsers.add_parser(
         "import-checkpoints",
@@ -45,18 +45,24 @@ def register(subparsers) -> None:
     )
     parser.add_argument("output", metavar="OUT", help="weight store to write")
     parser.add_argument(
-        "--setting", required=True, choices=tuple(RELEASES), help="the released setting"
+        "--setting",
+        required=True,
+        choices=Checkpoints.choices("setting"),
+        help="the released setting",
     )
     parser.add_argument(
-        "--first", type=nonnegative_int, default=0, help="release index of the first network"
+        "--first",
+        type=nonnegative_int,
+        default=Checkpoints.default("first"),
+        help="release index of the first network",
     )
     parser.add_argument(
         "--count", type=positive_int, default=None, help="networks to import (default: all)"
     )
     parser.add_argument(
         "--dtype",
-        choices=("float32", "float16"),
-        default="float32",
+        choices=Checkpoints.choices("dtype"),
+        default=Checkpoints.default("dtype"),
         help="stored weights: float32 (the exact widening of the released float16, what "
         "every stage computes in) or float16 as released (default: %(default)s)",
     )

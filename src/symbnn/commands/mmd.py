@@ -63,6 +63,7 @@ def _canonicalizer():
 
 def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
     """Paths of canonical versions of both stores, canonicalising where needed."""
+    from symbnn.commands.canonicalize import explained_failures
     from symbnn.mmd.layerwise import CANONICAL_KIND, store_kind
 
     paths = []
@@ -81,15 +82,8 @@ def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
         tmp = out.parent / f".{out.name}.canonical-{len(paths)}-{uuid.uuid4().hex[:8]}.zarr"
         scratch.append(tmp)
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        with explained_failures(path):
             canonicalize_store(path, tmp, scale=args.scale, key=args.key)
-        except ValueError as exc:
-            from symbnn.commands.canonicalize import explain_failure
-
-            better = explain_failure(path, exc)
-            if better is exc:
-                raise
-            raise better from exc
         paths.append(str(tmp))
     return paths[0], paths[1]
 

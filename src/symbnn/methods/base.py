@@ -62,15 +62,15 @@ class Mode:
 Fitted = dict[str, Any]
 
 
+_RETRY_TAG = 0x7265  # "re": separates retry seeds from every other derived seed
+
+
 def retry_seed(seed: int, attempt: int) -> int:
     """The training seed of retry `attempt` (0: the mode's own seed), a function of both."""
     if attempt == 0:
         return int(seed)
     state = np.random.SeedSequence([int(seed), int(attempt), _RETRY_TAG]).generate_state(1)
     return int(state[0])
-
-
-_RETRY_TAG = 0x7265  # "re": separates retry seeds from every other derived seed
 
 
 def train_until_converged(
@@ -102,17 +102,6 @@ def train_until_converged(
     )
 
 
-def split_counts(n_samples: int, n_modes: int) -> list[int]:
-    """Samples per mode: as equal as possible, the first modes taking the remainder."""
-    if n_modes < 1 or n_samples < n_modes:
-        raise ValueError(
-            f"cannot split {n_samples} samples among {n_modes} modes "
-            "(need at least one sample per mode)"
-        )
-    base, extra = divmod(n_samples, n_modes)
-    return [base + (k < extra) for k in range(n_modes)]
-
-
 def concat_states(blocks: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {name: torch.cat([b[name] for b in blocks]) for name in blocks[0]}
 
@@ -127,11 +116,9 @@ def check_count(method: str, count: Any) -> int:
 def fitted_samples(method: str, fitted: Fitted, count: int) -> dict[str, torch.Tensor]:
     """The first `count` samples a method drew in its fit (its draws are prefix-stable)."""
     samples = fitted["samples"]
-    got = {len(t) for t in samples.values()}
-    if len(got) != 1 or got.pop() < count:
-        raise ValueError(
-            f"{method}: the fit drew {sorted({len(t) for t in samples.values()})} samples, {count} are asked for"
-        )
+    got = sorted({len(t) for t in samples.values()})
+    if len(got) != 1 or got[0] < count:
+        raise ValueError(f"{method}: the fit drew {got} samples, {count} are asked for")
     return {name: t[:count] for name, t in samples.items()}
 
 

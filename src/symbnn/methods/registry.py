@@ -1,4 +1,7 @@
-"""Which methods exist, their variants, and how a variant's samples split among its modes."""
+"""Which methods exist, their variants, and how a variant's samples split among its modes.
+
+No torch here: the Snakefile reads it to plan jobs, and every `snakemake` start would pay
+for the import."""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import importlib
 import typing
 from types import ModuleType
 
-from symbnn.methods.base import split_counts
 from symbnn.settings import Methods, Section
 from symbnn.settings.base import type_hints
 
@@ -37,6 +39,17 @@ LABELS = {
     "laplace": "Laplace",
     "de": "Deep Ensembles",
 }
+
+
+def split_counts(n_samples: int, n_modes: int) -> list[int]:
+    """Samples per mode: as equal as possible, the first modes taking the remainder."""
+    if n_modes < 1 or n_samples < n_modes:
+        raise ValueError(
+            f"cannot split {n_samples} samples among {n_modes} modes "
+            "(need at least one sample per mode)"
+        )
+    base, extra = divmod(n_samples, n_modes)
+    return [base + (k < extra) for k in range(n_modes)]
 
 
 def check_method(method: str) -> str:
@@ -81,6 +94,12 @@ def fit_counts(method: str, methods: Methods) -> list[int]:
     return [max(column) for column in zip(*shares)]
 
 
+def mode_blocks(method: str, methods: Methods) -> list[list[int]]:
+    """The mode indices each fit job handles."""
+    n_modes = len(fit_counts(method, methods))
+    return [list(range(n_modes))] if method == "de" else [[k] for k in range(n_modes)]
+
+
 def settings_of(method: str, methods: Methods) -> Section:
     """The method's settings section (the method must be configured)."""
     section = getattr(methods, check_method(method))
@@ -106,20 +125,20 @@ def samples_at_fit(method: str) -> bool:
 def fit_settings(method: str, methods: Methods) -> dict:
     """The settings a method's fit reads (sampling- and prediction-only keys left out): its
     rule's params."""
-    section = settings_of(method, methods)
-    later = (*getattr(type(section), "SAMPLING_KEYS", ()), *prediction_keys(section))
-    return {k: v for k, v in section.to_dict().items() if k not in later}
-
-
-def prediction_keys(section: Section) -> tuple[str, ...]:
-    """Settings read only when predicting with the samples (not when fitting or drawing)."""
-    return getattr(type(section), "PREDICTION_KEYS", ())
+    return _settings_less(method, methods, "SAMPLING_KEYS", "PREDICTION_KEYS")
 
 
 def draw_settings(method: str, methods: Methods) -> dict:
     """The settings a method's draw reads: all but the prediction-only ones."""
+    return _settings_less(method, methods, "PREDICTION_KEYS")
+
+
+def _settings_less(method: str, methods: Methods, *later: str) -> dict:
+    """The method's settings without the keys its section lists in the `later` attributes
+    (SAMPLING_KEYS: read only when drawing; PREDICTION_KEYS: only when predicting)."""
     section = settings_of(method, methods)
-    return {k: v for k, v in section.to_dict().items() if k not in prediction_keys(section)}
+    left_out = {key for name in later for key in getattr(type(section), name, ())}
+    return {k: v for k, v in section.to_dict().items() if k not in left_out}
 
 
 def predictive(method: str, methods: Methods) -> str:

@@ -23,16 +23,10 @@ from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.methods.base import Fitted, Problem, concat_states
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import fit_counts, mode_shares, module, settings_of
+from symbnn.methods.registry import fit_counts, mode_blocks, mode_shares, module, settings_of
 from symbnn.progress import progress
-from symbnn.settings import Data, Experiment, Methods, Recipe, Section
+from symbnn.settings import Data, Experiment, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
-
-
-def mode_blocks(method: str, methods: Methods) -> list[list[int]]:
-    """The mode indices each fit job handles."""
-    n_modes = len(fit_counts(method, methods))
-    return [list(range(n_modes))] if method == "de" else [[k] for k in range(n_modes)]
 
 
 def problem_for(
@@ -66,18 +60,18 @@ def fit_block(
     settings: Section,
     modes: list[int],
     seed: int,
-    shares: list[int] | None,
+    counts: list[int] | None,
     pool_path: str | os.PathLike,
     converged: list[int],
 ) -> BlockFits:
     """Fit the method at each mode k of `modes` (the pool's k-th converged network,
-    `converged` listing the converged rows), drawing from seed `seed + k`. `shares` (samples
+    `converged` listing the converged rows), drawing from seed `seed + k`. `counts` (samples
     per mode, `fit_counts`) matters only to methods that draw their samples while fitting."""
     fit = module(method).fit
     seeds, fits = [], []
     for k in progress(modes, desc=f"fit {method}", unit="mode"):
         mode = select_mode(pool_path, converged, k)
-        fits.append(fit(problem, mode, settings, seed + k, None if shares is None else shares[k]))
+        fits.append(fit(problem, mode, settings, seed + k, None if counts is None else counts[k]))
         seeds.append(mode.seed)
     return BlockFits(list(modes), seeds, fits)
 
@@ -105,7 +99,6 @@ def draw_samples(
     modes = [k for fits in blocks for k in fits.modes]
     if modes != list(range(len(shares))):
         raise ValueError(f"{method}: fits cover modes {modes}, expected 0..{len(shares) - 1}")
-    shares = list(shares)
     draw = module(method).draw
     parts, mode_index, mode_seed = [], [], []
     for fits in blocks:

@@ -83,7 +83,7 @@ def sghmc_step(
 
 def scaled(settings: Sghmc, recipe: Recipe, n_train: int) -> tuple[float, float]:
     """(SGD-equivalent lr on the mean loss, prior precision lambda = N * weight decay)."""
-    lr = settings.lr if settings.lr is not None else recipe.lr_at(recipe.epochs - 1)
+    lr = settings.lr if settings.lr is not None else recipe.final_lr()
     decay = settings.weight_decay if settings.weight_decay is not None else recipe.weight_decay
     return lr, n_train * decay
 

@@ -166,11 +166,16 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
     return int(state >> np.uint64(1))
 
 
+def fit_epochs(settings: Swag, recipe: Recipe) -> int:
+    """SGD epochs of the fit: `epochs`, or twice the recipe's."""
+    return settings.epochs or 2 * recipe.epochs
+
+
 def schedule(settings: Swag, recipe: Recipe, steps_per_epoch: int) -> tuple[list[float], set[int]]:
     """(learning rate of each step 1..T, the steps after which an iterate is collected): a
     linear ramp from the recipe's last rate to the high rate, then constant (see the module
     docstring)."""
-    epochs = settings.epochs or 2 * recipe.epochs
+    epochs = fit_epochs(settings, recipe)
     total = epochs * steps_per_epoch
     ramp = int(settings.ramp * total)
     if total - ramp < settings.snapshots:
@@ -178,7 +183,7 @@ def schedule(settings: Swag, recipe: Recipe, steps_per_epoch: int) -> tuple[list
             f"{NAME}.snapshots must be <= the {total - ramp} SGD steps after the ramp of "
             f"{epochs} epochs, got {settings.snapshots}"
         )
-    start, high = recipe.lr_at(recipe.epochs - 1), settings.lr or recipe.lr
+    start, high = recipe.final_lr(), settings.lr or recipe.lr
     lrs = [start + (high - start) * t / ramp if t <= ramp else high for t in range(1, total + 1)]
     collect = {
         ramp + (k * (total - ramp)) // settings.snapshots for k in range(1, settings.snapshots + 1)
@@ -210,7 +215,7 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
         problem.train,
         recipe.batch_size,
         data_order_seed(mode.seed, seed),
-        cfg.epochs or 2 * recipe.epochs,
+        fit_epochs(cfg, recipe),
         device,
         recipe.augment,
     )

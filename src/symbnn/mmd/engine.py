@@ -57,9 +57,11 @@ def mmd_from_distances(
     pvalue: bool = False,
     seed: int = 0,
     config: AggTestConfig = AggTestConfig(),
+    where: str = "",
 ) -> LayerMMD:
     """Twenty MMD^2_u values (and, if asked, the MMDAgg test) from pooled distance matrices
-    whose first ``n`` rows are the target samples."""
+    whose first ``n`` rows are the target samples. A value that is not finite is an
+    MMDInputError (prefixed with ``where``)."""
     m = l1.shape[0] - n
     check_sample_sizes(n, m)
     values, bandwidths = mmd_values(l1, l2sq, n)
@@ -67,7 +69,9 @@ def mmd_from_distances(
     if pvalue:
         kernels = centred_kernel_matrices(l1, l2sq, torch.from_numpy(bandwidths))
         test = mmdagg_test(kernels, n, config=config, seed=seed)
-    return LayerMMD(values, bandwidths, n, m, n_params, test)
+    result = LayerMMD(values, bandwidths, n, m, n_params, test)
+    _check_finite(result, where)
+    return result
 
 
 def two_sample_mmd(
@@ -90,14 +94,12 @@ def two_sample_mmd(
         if not np.isfinite(values).all():
             raise MMDInputError(f"{label} holds NaN or infinite values")
     l1, l2sq = pooled_distances(x, y, chunk_cols=chunk_cols, device=device)
-    result = mmd_from_distances(
+    return mmd_from_distances(
         l1, l2sq, len(x), n_params=x.shape[1], pvalue=pvalue, seed=seed, config=config
     )
-    check_finite(result)
-    return result
 
 
-def check_finite(result: LayerMMD, where: str = "") -> None:
+def _check_finite(result: LayerMMD, where: str) -> None:
     """MMDInputError when a value, a bandwidth or the p-value is NaN or infinite: no such
     number is returned, printed or written."""
     parts = {"MMD values": result.values, "bandwidths": result.bandwidths}

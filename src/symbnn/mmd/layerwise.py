@@ -24,12 +24,7 @@ import polars as pl
 
 from symbnn.mmd.aggtest import AggTestConfig
 from symbnn.mmd.distances import PooledDistances, resolve_device
-from symbnn.mmd.engine import (
-    MMDInputError,
-    check_finite,
-    check_sample_sizes,
-    mmd_from_distances,
-)
+from symbnn.mmd.engine import MMDInputError, check_sample_sizes, mmd_from_distances
 from symbnn.store import Store, open_store
 
 log = logging.getLogger(__name__)
@@ -203,9 +198,15 @@ def layerwise_mmd(
                 acc.add(block)
         l1, l2sq = acc.result()
         result = mmd_from_distances(
-            l1, l2sq, n, n_params=acc.n_columns, pvalue=pvalue, seed=seed, config=config
+            l1,
+            l2sq,
+            n,
+            n_params=acc.n_columns,
+            pvalue=pvalue,
+            seed=seed,
+            config=config,
+            where=f"layer {layer!r} of {target.path} vs {method.path}: ",
         )
-        check_finite(result, where=f"layer {layer!r} of {target.path} vs {method.path}: ")
         rows.append(
             {
                 "layer": layer,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Literal
 
 from torch import nn
-from torchvision.models import resnet18
 
 STEMS = ("cifar", "imagenet")
 
@@ -23,6 +22,10 @@ def resnet18_cifar(
 ) -> nn.Module:
     if stem not in STEMS:
         raise ValueError(f"stem {stem!r} is not one of {', '.join(STEMS)}")
+    # imported here: torchvision takes about 1.5 s to import, which every workflow job that
+    # never builds a ResNet would otherwise pay
+    from torchvision.models import resnet18
+
     model = resnet18(weights=None, num_classes=num_classes)
     if stem == "cifar":
         model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)

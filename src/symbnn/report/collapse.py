@@ -98,7 +98,7 @@ def relabelling_pvalue(
     a, b = pairs["a"].to_numpy(), pairs["b"].to_numpy()
     networks = np.unique(np.concatenate([a, b]))
     if len(networks) > test_networks:  # the first networks of the draw, in draw order
-        order = np.concatenate([a, b]).reshape(2, -1).T.reshape(-1)
+        order = np.column_stack([a, b]).ravel()  # a0, b0, a1, b1, ...
         _, first = np.unique(order, return_index=True)
         networks = np.sort(order[np.sort(first)][:test_networks])
     keep = np.isin(a, networks) & np.isin(b, networks)

@@ -34,22 +34,30 @@ def with_network_convergence(table: pl.DataFrame, convergence: pl.DataFrame) -> 
     return table.with_columns(flags.alias("network_converged"))
 
 
+def _solved_by_convergence(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(the rows min-mass solved, i.e. not degenerate; of these the converged networks'; the
+    others')."""
+    ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
+    return ok, ok.filter(pl.col("network_converged")), ok.filter(~pl.col("network_converged"))
+
+
 def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = "") -> None:
     """Paper Figure 2 style: the distribution of network masses before and after min-mass
     scaling, converged and unconverged networks apart (an untrained network is a light one:
     left together they make a low-mass cluster), and each converged layer's largest absolute
     weight before and after."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
-    live = ok.filter(pl.col("network_converged"))
-    dead = ok.filter(~pl.col("network_converged"))
+    ok, live, dead = _solved_by_convergence(table)
     every = np.concatenate([ok["mass_before"].to_numpy(), ok["mass_after"].to_numpy()])
     bins = np.geomspace(max(1e-12, every.min()), every.max(), 30)
-    for frame, label, alpha in ((live, "converged", 0.6), (dead, "not converged", 0.9)):
+    outlined = {"histtype": "step", "linewidth": 2}  # not hidden behind the filled bars
+    for frame, label, style in (
+        (live, "converged", {"alpha": 0.6}),
+        (dead, "not converged", outlined),
+    ):
         if frame.height == 0:
             continue
         before, after = frame["mass_before"].to_numpy(), frame["mass_after"].to_numpy()
-        style = {"histtype": "step", "linewidth": 2} if label != "converged" else {"alpha": alpha}
         left.hist(
             before, bins=bins, label=f"{label}, trained (median {np.median(before):.3g})", **style
         )
@@ -83,12 +91,9 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
 def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
     """One row per network group (converged, not converged): masses before/after (median),
     relative reduction, how many the solver solved to its tolerance."""
-    ok = table.filter(~pl.col("degenerate")) if "degenerate" in table.columns else table
+    ok, live, dead = _solved_by_convergence(table)
     rows = []
-    for group, frame in (
-        ("converged", ok.filter(pl.col("network_converged"))),
-        ("not converged", ok.filter(~pl.col("network_converged"))),
-    ):
+    for group, frame in (("converged", live), ("not converged", dead)):
         if frame.height == 0:
             continue
         reduction = (frame["mass_before"] - frame["mass_after"]) / frame["mass_before"]

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from symbnn.report.paper import SOURCE, paper_table1
+from symbnn.methods.registry import LABELS
+from symbnn.report.paper import paper_table1
 
-DE = "Deep Ensembles"
+DE = LABELS["de"]
 PAPER_BLOCK = "MNIST - OptuNet"
 # section 4.3: "multi-mode techniques consistently demonstrate superior performance in terms of
 # MMD [...]. This trend holds true in accuracy and negative log-likelihood."
@@ -162,4 +163,4 @@ def findings(table1: pl.DataFrame, paper: pl.DataFrame | None = None) -> pl.Data
     )
 
 
-__all__ = ["FINDINGS", "PAPER_BLOCK", "SOURCE", "findings"]
+__all__ = ["FINDINGS", "PAPER_BLOCK", "findings"]

@@ -11,10 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
-from symbnn.report.method_tables import with_units
-from symbnn.report.tables import table_fragment
+from symbnn.methods.registry import configured_methods
 
 PAGE = Path(".snakemake") / "symbnn-front-page.rst"
 # Snakemake's report centres its content vertically, which puts the top of a page taller
@@ -56,6 +53,8 @@ def experiment_lines(name: str, experiment: Any, results: Path, parameters: int 
     converged = ""
     flags = results / name / "posterior" / "converged.parquet"
     if flags.is_file():
+        import polars as pl  # only under --report: every Snakemake start imports this module
+
         kept = pl.read_parquet(flags)["converged"].sum()
         converged = f", {kept} converged (test accuracy >= {posterior.min_accuracy})"
     model = experiment.model.name + (f", {parameters:,} parameters" if parameters else "")
@@ -66,8 +65,6 @@ def experiment_lines(name: str, experiment: Any, results: Path, parameters: int 
         f"{first}..{first + posterior.n_samples - 1}{converged}",
     ]
     if methods is not None:
-        from symbnn.methods.registry import configured_methods
-
         lines.append(
             f"  - methods: {', '.join(configured_methods(methods))}; {methods.n_samples} samples "
             f"per variant, {methods.modes} modes from a pool of {methods.pool} networks "
@@ -81,6 +78,13 @@ def experiment_lines(name: str, experiment: Any, results: Path, parameters: int 
 
 def headline(name: str, results: Path) -> list[str]:
     """Table 1 beside the paper's and the findings of experiment `name`, where computed."""
+    # imported here, as only `snakemake --report` needs them: every Snakemake start imports
+    # this module
+    import polars as pl
+
+    from symbnn.report.method_tables import with_units
+    from symbnn.report.tables import table_fragment
+
     report = results / name / "report"
     lines = []
     if (report / "table1_paper.parquet").is_file():

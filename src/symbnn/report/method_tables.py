@@ -15,8 +15,6 @@ import numpy as np
 import polars as pl
 
 from symbnn.methods.registry import LABELS, METHOD_NAMES
-from symbnn.metrics import uncertainty_metrics
-from symbnn.predictions import open_predictions
 from symbnn.settings import Metrics
 
 # library defaults are the settings layer's
@@ -65,15 +63,14 @@ def metrics_row(
 ) -> pl.DataFrame:
     """Raw metrics (fractions and nats) of a method's stored predictions: one row, or with
     `modes` (each sample's mode index) one row per mode, each mode's samples an ensemble."""
+    # imported here: they load torch, which the table formatting below (read by the Snakefile
+    # for the report's front page) does not need
+    from symbnn.metrics import uncertainty_metrics
+    from symbnn.predictions import open_predictions
+
     pred = open_predictions(predictions_path)
-    groups = {None: slice(None)}
-    if modes is not None:  # a sample store holds each mode's samples as one run of rows
-        for k in np.unique(modes):
-            rows = np.flatnonzero(modes == k)
-            if rows[-1] - rows[0] + 1 != len(rows):
-                raise ValueError(f"{predictions_path}: the samples of mode {k} are not contiguous")
-            groups[int(k)] = slice(int(rows[0]), int(rows[-1]) + 1)
-        del groups[None]
+    labels = pred.read("labels")
+    groups = {None: slice(None)} if modes is None else _mode_runs(modes, predictions_path)
     rows = []
     for mode, sel in groups.items():
         test, ood = pred.group["test"], pred.group["ood"]
@@ -81,7 +78,7 @@ def metrics_row(
             test, ood = test[sel], ood[sel]
         values = uncertainty_metrics(
             test,
-            pred.read("labels"),
+            labels,
             ood,
             score=score,
             bins=bins,
@@ -100,6 +97,17 @@ def metrics_row(
     return pl.DataFrame(rows, schema_overrides={"mode": pl.Int64})
 
 
+def _mode_runs(modes: np.ndarray, where: str | os.PathLike) -> dict[int, slice]:
+    """Each mode's rows: a sample store holds each mode's samples as one run of rows."""
+    runs = {}
+    for k in np.unique(modes):
+        rows = np.flatnonzero(modes == k)
+        if rows[-1] - rows[0] + 1 != len(rows):
+            raise ValueError(f"{where}: the samples of mode {k} are not contiguous")
+        runs[int(k)] = slice(int(rows[0]), int(rows[-1]) + 1)
+    return runs
+
+
 def _order(frame: pl.DataFrame) -> pl.DataFrame:
     rank = {name: i for i, name in enumerate(METHOD_NAMES)}
     return (
@@ -115,7 +123,7 @@ def _order(frame: pl.DataFrame) -> pl.DataFrame:
 def table1(mmd_summaries: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
     """Per (method, variant): the paper's Table 1 columns, x100, grouped one mode / multi
     mode; a single-mode row is the mean over its modes, their sd in ``<column> sd``."""
-    mmd_keys = [k for k in ("mmd", "ns_mmd", "mmd_reject_share", "ns_mmd_reject_share")]
+    mmd_keys = ("mmd", "ns_mmd", "mmd_reject_share", "ns_mmd_reject_share")
     mmd = mmd_summaries.select(
         "method",
         "variant",
@@ -160,13 +168,8 @@ def table1_display(table: pl.DataFrame, digits: int = 1) -> pl.DataFrame:
         value, sd = pl.col(label), pl.col(f"{label} sd")
         text = value.round(digits).cast(pl.String)
         spread = pl.concat_str(text, pl.lit(" ± "), sd.round(digits).cast(pl.String))
-        columns.append(
-            pl.when(sd.is_not_null())
-            .then(spread)
-            .otherwise(text)
-            .alias(f"{label} ({UNITS[label]})")
-        )
-    return table.select(columns)
+        columns.append(pl.when(sd.is_not_null()).then(spread).otherwise(text).alias(label))
+    return with_units(table.select(columns))
 
 
 def paper_comparison(table: pl.DataFrame, paper: pl.DataFrame) -> pl.DataFrame:
@@ -225,26 +228,3 @@ def table2(mmd_summaries: pl.DataFrame) -> pl.DataFrame:
             for name in stats
         ],
     )
-
-
-def to_latex(frame: pl.DataFrame, float_precision: int = 1) -> str:
-    """A booktabs tabular of `frame` (strings left, numbers right, one decimal as the paper)."""
-
-    def cell(value) -> str:
-        if value is None:
-            return "--"
-        if isinstance(value, float):
-            return f"{value:.{float_precision}f}"
-        text = str(value).replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
-        return text.replace("±", r"$\pm$")
-
-    align = "".join("r" if dtype.is_numeric() else "l" for dtype in frame.dtypes)
-    lines = [
-        rf"\begin{{tabular}}{{{align}}}",
-        r"\toprule",
-        " & ".join(cell(name) for name in frame.columns) + r" \\",
-        r"\midrule",
-    ]
-    lines += [" & ".join(cell(v) for v in row) + r" \\" for row in frame.iter_rows()]
-    lines += [r"\bottomrule", r"\end{tabular}", ""]
-    return "\n".join(lines)

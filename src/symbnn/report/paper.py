@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import polars as pl
 
-SOURCE = "Laurent, Aldea & Franchi (ICLR 2024), Table 1"
 COLUMNS = ("MMD", "NS MMD", "Acc", "ECE", "Brier", "AUPR", "FPR95", "IDMI", "OODMI")
 
 # block -> (group, method) -> the nine figures of COLUMNS

@@ -26,6 +26,29 @@ def to_markdown(frame: pl.DataFrame, float_precision: int = 4) -> str:
         return str(frame) + "\n"
 
 
+def to_latex(frame: pl.DataFrame, float_precision: int = 1) -> str:
+    """A booktabs tabular of `frame` (strings left, numbers right, one decimal as the paper)."""
+
+    def cell(value) -> str:
+        if value is None:
+            return "--"
+        if isinstance(value, float):
+            return f"{value:.{float_precision}f}"
+        text = str(value).replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+        return text.replace("±", r"$\pm$")
+
+    align = "".join("r" if dtype.is_numeric() else "l" for dtype in frame.dtypes)
+    lines = [
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        " & ".join(cell(name) for name in frame.columns) + r" \\",
+        r"\midrule",
+    ]
+    lines += [" & ".join(cell(v) for v in row) + r" \\" for row in frame.iter_rows()]
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
 # Which way is better, by a column header's name (before its unit in brackets): the report's
 # HTML tables mark each such column's best value. Others (counts, MI, settings) are unmarked.
 LOWER_IS_BETTER = ("MMD", "NS MMD", "ECE", "Brier", "NLL", "FPR95")
@@ -70,8 +93,9 @@ TABLE_STYLE = (
 def better_direction(header: str) -> str | None:
     """ "min", "max" or None for a column header such as "MMD (x100)" or "Acc (%)"."""
     name = header.split(" (")[0].strip()
-    name = re.sub(r" (median|mean|max|rej)$", "", name)  # Table 2's statistics, rejection
-    if name in LOWER_IS_BETTER or header.split(" (")[0].endswith(" rej"):
+    # Table 2's statistics; a rejection share goes the way of its MMD
+    name = re.sub(r" (median|mean|max|rej)$", "", name)
+    if name in LOWER_IS_BETTER:
         return "min"
     return "max" if name in HIGHER_IS_BETTER else None
 
@@ -97,10 +121,8 @@ def best_rows(frame: pl.DataFrame) -> dict[str, set[int]]:
     return best
 
 
-def to_html(frame: pl.DataFrame, float_precision: int = 3, interactive: bool = True) -> str:
-    """A self-contained HTML page holding `frame` as a table (for Snakemake's report):
-    sortable by a click on a header (unless not `interactive`), each column's best value in
-    bold where the header says which way is better."""
+def _html_table(frame: pl.DataFrame, float_precision: int, sortable: bool) -> tuple[str, bool]:
+    """(the <table> element, whether a column has its best value marked)."""
 
     def cell(value) -> str:
         if value is None:
@@ -109,7 +131,7 @@ def to_html(frame: pl.DataFrame, float_precision: int = 3, interactive: bool = T
         return html.escape(text)
 
     best = best_rows(frame)
-    hint = " title='click to sort'" if interactive else ""
+    hint = " title='click to sort'" if sortable else ""
     arrows = {"min": " &darr;", "max": " &uarr;"}
     head = "".join(
         f"<th{hint}>{html.escape(name)}{arrows.get(better_direction(name) or '', '')}</th>"
@@ -126,26 +148,35 @@ def to_html(frame: pl.DataFrame, float_precision: int = 3, interactive: bool = T
         + "</tr>"
         for i, row in enumerate(frame.iter_rows())
     )
-    legend = "Click a header to sort. " if interactive else ""
-    if best:
+    table = (
+        f"<table class='symbnn'>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n"
+        "</tbody>\n</table>"
+    )
+    return table, bool(best)
+
+
+def to_html(frame: pl.DataFrame, float_precision: int = 3) -> str:
+    """A self-contained HTML page holding `frame` as a table (for Snakemake's report):
+    sortable by a click on a header, each column's best value in bold where the header says
+    which way is better."""
+    table, marked = _html_table(frame, float_precision, sortable=True)
+    legend = "Click a header to sort. "
+    if marked:
         legend += (
             "Bold: the best value of a column marked &darr; (lower is better) or &uarr; "
             "(higher is better)."
         )
-    legend = f"<p class='legend'>{legend}</p>\n" if legend else ""
-    script = f"<script>{SORT_SCRIPT}</script>\n" if interactive else ""
     return (
         f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><style>{TABLE_STYLE}</style></head>"
-        f"<body>\n<table class='symbnn'>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n"
-        f"</tbody>\n</table>\n{legend}{script}</body></html>\n"
+        f"<body>\n{table}\n<p class='legend'>{legend}</p>\n<script>{SORT_SCRIPT}</script>\n"
+        "</body></html>\n"
     )
 
 
-def table_fragment(frame: pl.DataFrame) -> str:
-    """The table of `to_html` with its style, no page and no script: for a page that inserts
-    it into its own (the report's first page)."""
-    page = to_html(frame, interactive=False)
-    table = page[page.index("<table") : page.index("</table>") + len("</table>")]
+def table_fragment(frame: pl.DataFrame, float_precision: int = 3) -> str:
+    """The table of `to_html` with its style, no page, legend or script: for a page that
+    inserts it into its own (the report's first page)."""
+    table, _ = _html_table(frame, float_precision, sortable=False)
     # a narrow column of the page: the table scrolls sideways instead of overlapping it
     return f"<style>{TABLE_STYLE}</style>\n<div style='overflow-x:auto'>{table}</div>"
 
@@ -162,8 +193,6 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike) -> None:
     elif path.suffix == ".html":
         atomic_write(path, lambda tmp: tmp.write_text(to_html(frame)))
     elif path.suffix == ".tex":
-        from symbnn.report.method_tables import to_latex
-
         atomic_write(path, lambda tmp: tmp.write_text(to_latex(frame)))
     else:
         raise ValueError(

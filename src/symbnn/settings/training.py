@@ -53,12 +53,21 @@ class ModelSection(Section):
         return {key: value for key, value in super().to_dict().items() if value is not None}
 
 
+# options several architectures share, declared once so they read and bound alike
+def _num_classes() -> Any:
+    return setting(None, "classes", ge=2)
+
+
+def _in_channels() -> Any:
+    return setting(None, "input channels", ge=1)
+
+
 @dataclasses.dataclass(frozen=True)
 class OptunetModel(ModelSection):
     DOC = "OptuNet, the paper's small MNIST CNN with a grouped second convolution"
     name: Literal["optunet"] = setting(doc="architecture")
-    in_channels: int | None = setting(None, "input channels", ge=1)
-    num_classes: int | None = setting(None, "classes", ge=2)
+    in_channels: int | None = _in_channels()
+    num_classes: int | None = _num_classes()
     conv1_channels: int | None = setting(None, "channels of the first convolution", ge=1)
     conv2_channels: int | None = setting(None, "channels of the second (grouped) convolution", ge=1)
     kernel1: int | None = setting(None, "kernel size of the first convolution", ge=1)
@@ -80,8 +89,8 @@ class MlpModel(ModelSection):
 class Resnet18Model(ModelSection):
     DOC = "ResNet-18 (torchvision's), by default with a 3x3 stem and no max-pool"
     name: Literal["resnet18"] = setting(doc="architecture")
-    num_classes: int | None = setting(None, "classes", ge=2)
-    in_channels: int | None = setting(None, "input channels", ge=1)
+    num_classes: int | None = _num_classes()
+    in_channels: int | None = _in_channels()
     stem: Literal["cifar", "imagenet"] | None = setting(
         None, "cifar: 3x3 stride-1 convolution, no max-pool; imagenet: 7x7 stride 2 and max-pool"
     )
@@ -91,8 +100,8 @@ class Resnet18Model(ModelSection):
 class Resnet20FrnSiluModel(ModelSection):
     DOC = "ResNet-20 with filter response normalisation and SiLU (permutation symmetries only)"
     name: Literal["resnet20_frn_silu"] = setting(doc="architecture")
-    num_classes: int | None = setting(None, "classes", ge=2)
-    in_channels: int | None = setting(None, "input channels", ge=1)
+    num_classes: int | None = _num_classes()
+    in_channels: int | None = _in_channels()
     width: int | None = setting(None, "channels of the first stage (doubled at each stage)", ge=1)
 
 
@@ -169,6 +178,10 @@ class Recipe(Section):
             if epoch >= milestone:
                 lr *= self.gamma
         return lr
+
+    def final_lr(self) -> float:
+        """Learning rate of the last epoch: the one a trained network ended with."""
+        return self.lr_at(self.epochs - 1)
 
 
 def recipe_changes(name: str, doc: str, **defaults: Any) -> type[Section]:

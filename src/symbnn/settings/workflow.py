@@ -13,7 +13,9 @@ from symbnn.settings.methods import Methods
 from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRemoval
 from symbnn.settings.training import Compute, Data, Model, Posterior, Recipe
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+# an experiment name (also the workflow's `experiment` wildcard)
+EXPERIMENT_NAME = r"[A-Za-z0-9][A-Za-z0-9-]*"
+NAME_PATTERN = re.compile(rf"^{EXPERIMENT_NAME}$")
 # folders under `results` that are not experiments
 RESERVED_NAMES = ("analyses",)
 

@@ -32,11 +32,9 @@ def unit_groups(spec: dict[str, Any] | nn.Module) -> Symmetry:
         return _resnet(model, architecture, shapes)
     # Any other model (one named by import path): its structure is derived from its traced
     # graph, which proves each symmetry it lists and leaves out what it cannot prove.
-    from symbnn.models import example_input
     from symbnn.symmetry.derive import symmetry_of
 
-    example = example_input(architecture, model) if isinstance(spec, dict) else None
-    return symmetry_of(model, example, architecture=architecture)
+    return symmetry_of(model, architecture=architecture)
 
 
 def _hidden(
@@ -58,11 +56,14 @@ def _hidden(
     return UnitGroup(name, width, axes, (ScaleGroup(name, axes),), key, blocks=blocks)
 
 
-def _softmax(name: str | None, shapes: dict) -> str | None:
-    """The output layer's bias or weight, which the softmax's additive freedom moves (b + c 1,
-    W + 1 v^T). A single output is a regression or sigmoid logit: shifting it is not a
-    symmetry."""
-    return name if name in shapes and shapes[name][0] >= 2 else None
+def _softmax_layer(layer: str, shapes: dict) -> dict[str, str | None]:
+    """``output_bias`` and ``output_weight`` of the output layer, which the softmax's additive
+    freedom moves (b + c 1, W + 1 v^T). A single output is a regression or sigmoid logit:
+    shifting it is not a symmetry."""
+    return {
+        f"output_{kind}": name if name in shapes and shapes[name][0] >= 2 else None
+        for kind, name in (("bias", f"{layer}.bias"), ("weight", f"{layer}.weight"))
+    }
 
 
 def _mlp(model, architecture, shapes) -> Symmetry:
@@ -82,9 +83,8 @@ def _mlp(model, architecture, shapes) -> Symmetry:
         architecture,
         groups,
         shapes,
-        output_bias=_softmax(f"layers.{n_layers - 1}.bias", shapes),
         mass_tensors=tuple(f"layers.{l}.weight" for l in range(n_layers)),
-        output_weight=_softmax(f"layers.{n_layers - 1}.weight", shapes),
+        **_softmax_layer(f"layers.{n_layers - 1}", shapes),
     )
 
 
@@ -110,9 +110,8 @@ def _optunet(model, architecture, shapes) -> Symmetry:
         groups,
         shapes,
         couplings=(("conv1", "conv2"),) if g > 1 else (),
-        output_bias=_softmax("fc2.bias", shapes),
         mass_tensors=("conv1.weight", "conv2.weight", "fc1.weight", "fc2.weight"),
-        output_weight=_softmax("fc2.weight", shapes),
+        **_softmax_layer("fc2", shapes),
     )
 
 
@@ -225,7 +224,6 @@ def _resnet(model, architecture, shapes) -> Symmetry:
         architecture,
         tuple(groups),
         shapes,
-        output_bias=_softmax("fc.bias", shapes),
         mass_tensors=tuple(mass),
-        output_weight=_softmax("fc.weight", shapes),
+        **_softmax_layer("fc", shapes),
     )

@@ -183,7 +183,7 @@ def canonicalize(
         )
         current = view.join(current)
         shift = weight_shift = None
-        if softmax_shift and (sym.output_bias is not None or sym.output_weight is not None):
+        if softmax_shift and sym.softmax_dof:
             current, shift, weight_shift = centre_softmax(current, sym, softmax_total)
     if single:
         return Canonical(

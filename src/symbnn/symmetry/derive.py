@@ -1146,10 +1146,15 @@ def symmetry_of(
 
     ``example_input``: a batch the model accepts (a tensor, or a tuple of positional
     inputs); only shapes matter, and they matter where a feature map is flattened into a
-    linear layer. By default `default_input` guesses one; use a batch of at least 2.
+    linear layer. By default a batch of the ``architecture`` spec's ``input_shape``
+    (`symbnn.models.example_input`), else `default_input`'s guess; use a batch of at least 2.
     ``architecture`` is recorded in the result (default ``{"name": <class name>}``).
     What could not be proven symmetric is listed in the result's ``limits``.
     """
+    if example_input is None and architecture is not None:
+        from symbnn.models import example_input as spec_input
+
+        example_input = spec_input(architecture, model)
     gm = trace(model, example_input)
     state = model.state_dict(keep_vars=True)
     names_of: dict[int, list[str]] = {}

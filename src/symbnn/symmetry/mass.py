@@ -84,6 +84,8 @@ class MassProblem:
 
     def _stacked(self, s2: list[torch.Tensor]) -> np.ndarray:
         """Scales as one C-ordered (n, units) float64 array, the layout of `flat`."""
+        if not s2:  # no variables (no scaling symmetry): nothing to stack
+            return np.ones((self.n, 0))
         return np.ascontiguousarray(
             torch.cat([s.reshape(self.n, -1) for s in s2], dim=1).to(torch.float64).numpy()
         )

@@ -24,7 +24,6 @@ reports the degenerate ones with NaN scales and masses, ``solver_converged=False
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ import torch
 from symbnn.settings import SymmetryRemoval
 from symbnn.symmetry import Symmetry, apply_scales, check_finite, unit_groups
 from symbnn.symmetry.mass import MassProblem, mass_problem
-from symbnn.symmetry.minmass_fast import MAX_SWEEPS, TOLERANCE
+from symbnn.symmetry.minmass_fast import MAX_SWEEPS
 from symbnn.symmetry.operators import as_stack, unstack
 from symbnn.threads import torch_threads_for
 
@@ -56,7 +55,7 @@ class MinMassResult:
     residual: torch.Tensor  # (n,) max |log(incoming / outgoing mass)| at the solution
     degenerate: torch.Tensor  # (n,) bool
     state: dict[str, torch.Tensor] | None  # the min-mass networks (input dtype), if asked for
-    status: list[str] | None = None  # cvxpy status per sample
+    status: list[str] | None = None  # cvxpy status per sample (any solver: NOTHING_TO_RESCALE)
 
 
 def _describe_degenerate(problem: MassProblem, sample_offset: int) -> str:
@@ -73,17 +72,23 @@ def _describe_degenerate(problem: MassProblem, sample_offset: int) -> str:
 def _solve(
     problem: MassProblem, solver: str, tol: float | None, max_sweeps: int, solver_options: dict
 ):
+    if not problem.widths:
+        # No scaling symmetry (SiLU, GELU, normalised inputs...): every network is its own
+        # min-mass network, whichever solver was asked for.
+        n = problem.n
+        zeros = torch.zeros(n, dtype=torch.float64)
+        done = torch.ones(n, dtype=torch.bool)
+        return [], zeros.long(), done, zeros, [NOTHING_TO_RESCALE] * n
+    # tol None: each solver's own default (its stopping rule or acceptance threshold)
+    options = solver_options if tol is None else {**solver_options, "tol": tol}
     if solver == "fast":
         from symbnn.symmetry.minmass_fast import solve_fast
 
-        tol = TOLERANCE if tol is None else tol
-        sol = solve_fast(problem, tol=tol, max_sweeps=max_sweeps, **solver_options)
+        sol = solve_fast(problem, max_sweeps=max_sweeps, **options)
         return sol.s2, sol.iterations, sol.converged, sol.residual, None
-    from symbnn.symmetry.minmass_cvxpy import TOLERANCE as CVXPY_TOLERANCE
     from symbnn.symmetry.minmass_cvxpy import solve_cvxpy
 
-    tol = CVXPY_TOLERANCE if tol is None else tol
-    sol = solve_cvxpy(problem, tol=tol, **solver_options)
+    sol = solve_cvxpy(problem, **options)
     return sol.s2, sol.iterations, sol.converged, sol.residual, sol.status
 
 
@@ -147,8 +152,6 @@ def _min_mass(
     stacked, single = as_stack(state, sym)
     check_finite(stacked, sym, sample_offset)
     problem = mass_problem(stacked, sym, device=device)
-    if not problem.widths:
-        return _nothing_to_rescale(problem, stacked, single, solver, return_state)
     n = problem.n
     dev = problem.device
     degenerate = problem.degenerate()
@@ -175,7 +178,8 @@ def _min_mass(
         iterations[good] = sub_it.to(dev)
         solver_converged[good] = sub_conv.to(dev)
         residual[good] = sub_res.to(dev)
-        if status is not None:
+        if sub_status is not None:
+            status = status or ["degenerate"] * n
             for i, st in zip(good.tolist(), sub_status):
                 status[i] = st
     scales = {name: v.sqrt() for name, v in zip(problem.names, s2)}
@@ -203,57 +207,31 @@ def _min_mass(
     return result
 
 
-def _nothing_to_rescale(problem, stacked, single, solver, return_state) -> MinMassResult:
-    """A network without scaling symmetries (SiLU, GELU, normalised inputs...): every
-    network is its own min-mass network, with no scale to report (``scales`` is empty and
-    ``status`` says why)."""
-    n = problem.n
-    mass = problem.mass()
-    zeros = torch.zeros(n, dtype=torch.float64)
-    result = MinMassResult(
-        mass_before=mass,
-        mass_after=mass.clone(),
-        scales={},
-        iterations=torch.zeros(n, dtype=torch.int64),
-        solver_converged=torch.ones(n, dtype=torch.bool),
-        residual=zeros,
-        degenerate=torch.zeros(n, dtype=torch.bool),
-        state=unstack(dict(stacked), single) if return_state else None,
-        status=[NOTHING_TO_RESCALE] * n,
-    )
-    if single:
-        result.mass_before, result.mass_after = result.mass_before[0], result.mass_after[0]
-        result.iterations, result.solver_converged = (
-            result.iterations[0],
-            result.solver_converged[0],
-        )
-        result.residual, result.degenerate = result.residual[0], result.degenerate[0]
-    return result
-
-
 def check_finite_table(table, store: str | os.PathLike) -> None:
     """ValueError naming the column (a mass tensor for the max_abs_* columns), the sample and
     the input store when a min-mass table holds NaN or an infinite value. A degenerate sample
     reported with ``--on-degenerate flag`` may hold NaN after the solve, but its masses before
     must be finite."""
+    import numpy as np
     import polars as pl
 
-    floats = [name for name, dtype in table.schema.items() if dtype in (pl.Float32, pl.Float64)]
     degenerate = (
-        table["degenerate"].to_list() if "degenerate" in table.columns else [False] * table.height
-    )
-    samples = table["sample"].to_list() if "sample" in table.columns else range(table.height)
-    for name in floats:
-        always = name == "mass_before" or name.startswith("max_abs_before.")
-        for row, value in enumerate(table[name].to_list()):
-            if value is not None and math.isfinite(value):
-                continue
-            if degenerate[row] and not always and (value is None or math.isnan(value)):
-                continue
+        table["degenerate"].to_numpy() if "degenerate" in table.columns else np.zeros(table.height)
+    ).astype(bool)
+    for name, dtype in table.schema.items():
+        if dtype not in (pl.Float32, pl.Float64):
+            continue
+        values = table[name].to_numpy()  # null: NaN
+        bad = ~np.isfinite(values)
+        if not (name == "mass_before" or name.startswith("max_abs_before.")):
+            bad &= ~(degenerate & np.isnan(values))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            sample = table["sample"][row] if "sample" in table.columns else row
             raise ValueError(
-                f"{store}: min-mass of sample {samples[row]}: {name} is {value} (not finite); "
-                "no table written. Check the store with `symbnn store validate`: weights this "
-                "large make the mass overflow"
+                f"{store}: min-mass of sample {sample}: {name} is {table[name][row]} (not "
+                "finite); no table written. Check the store with `symbnn store validate`: "
+                "weights this large make the mass overflow"
             )
 
 

@@ -246,6 +246,19 @@ def apply_scales(
     return unstack(out, single)
 
 
+def _output_tensors(sym: Symmetry) -> list[str]:
+    """The softmax layer's tensors the structure has (weight, bias)."""
+    names = [n for n in (sym.output_weight, sym.output_bias) if n is not None]
+    if not names:
+        raise ValueError(f"{sym.architecture}: no softmax output layer (no output bias or weight)")
+    return names
+
+
+def _bias_shift(bias: torch.Tensor, total: float) -> torch.Tensor:
+    """(n,) constants that make each stacked output bias sum to ``total``."""
+    return (total - bias.sum(dim=1)) / bias.shape[1]
+
+
 def shift_softmax(
     state: Mapping[str, torch.Tensor], sym: Symmetry, total: float = 1.0
 ) -> tuple[State, torch.Tensor]:
@@ -255,16 +268,8 @@ def shift_softmax(
     if sym.output_bias is None:
         raise ValueError(f"{sym.architecture}: no softmax output bias to shift")
     out, single = _stack(state, sym, [sym.output_bias])
-    b = out[sym.output_bias]
-    shift = (total - b.sum(dim=1)) / b.shape[1]
-    out[sym.output_bias] = b + shift[:, None]
-    return unstack(out, single), (shift[0] if single else shift)
-
-
-def _output_shapes(sym: Symmetry) -> dict[str, tuple[int, ...]]:
-    if sym.output_bias is None and sym.output_weight is None:
-        raise ValueError(f"{sym.architecture}: no softmax output layer (no output bias or weight)")
-    return {n: sym.shapes[n] for n in (sym.output_weight, sym.output_bias) if n is not None}
+    c = _bias_shift(out[sym.output_bias], total)
+    return unstack(shift_output(out, sym, c), single), (c[0] if single else c)
 
 
 def shift_output(
@@ -277,7 +282,7 @@ def shift_output(
     output bias and ``weight`` (one row's shape, or (n, *row) for a stack) to every row of the
     output weight, W_L + 1 v^T. Every logit moves by c + v . h for input h: the softmax does
     not change. None leaves that tensor as it is."""
-    _output_shapes(sym)
+    _output_tensors(sym)
     names = []
     for what, name, x in (("weight", sym.output_weight, weight), ("bias", sym.output_bias, bias)):
         if x is not None:
@@ -307,17 +312,10 @@ def centre_softmax(
     and add one constant to every output bias so that they sum to ``total``. Returns the new
     state, the (n,) bias shifts c and the (n, *row) weight shifts v (the state is
     ``shift_output(state, sym, c, v)``); None for a tensor the structure does not have."""
-    names = list(_output_shapes(sym))
-    out, single = _stack(state, sym, names)
-    c = v = None
-    if sym.output_weight is not None:
-        w = out[sym.output_weight]
-        v = -w.mean(dim=1)
-        out[sym.output_weight] = w + v[:, None]
-    if sym.output_bias is not None:
-        b = out[sym.output_bias]
-        c = (total - b.sum(dim=1)) / b.shape[1]
-        out[sym.output_bias] = b + c[:, None]
+    out, single = _stack(state, sym, _output_tensors(sym))
+    c = None if sym.output_bias is None else _bias_shift(out[sym.output_bias], total)
+    v = None if sym.output_weight is None else -out[sym.output_weight].mean(dim=1)
+    out = shift_output(out, sym, c, v)
     if single:
         c, v = (None if c is None else c[0]), (None if v is None else v[0])
     return unstack(out, single), c, v

@@ -20,9 +20,6 @@ def epoch_orders(n: int, generators: list[torch.Generator]) -> torch.Tensor:
     return torch.stack([torch.randperm(n, generator=g) for g in generators])
 
 
-AUGMENTATIONS = ("none", "crop", "crop_flip")
-
-
 def augment_crop_flip(
     images: torch.Tensor, generator: torch.Generator, kind: str = "crop_flip", padding: int = 4
 ) -> torch.Tensor:
@@ -30,11 +27,11 @@ def augment_crop_flip(
     RandomCrop(size, padding)), then for kind "crop_flip" a horizontal flip with probability
     1/2 (RandomHorizontalFlip), on uint8 images. `images` is (B, C, H, W) on any device; the
     draws are made on the CPU."""
-    if kind not in AUGMENTATIONS[1:]:
+    if kind not in ("crop", "crop_flip"):
         raise ValueError(f"unknown augmentation {kind!r} (known: crop, crop_flip)")
     b, _, h, w = images.shape
     offsets = torch.randint(0, 2 * padding + 1, (2, b), generator=generator)
-    flips = torch.rand(b, generator=generator) < 0.5
+    flips = torch.rand(b, generator=generator) < 0.5  # drawn for "crop" too: both crop alike
     if kind == "crop":
         flips[:] = False
     padded = torch.nn.functional.pad(images, (padding, padding, padding, padding))
