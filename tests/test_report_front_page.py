@@ -3,7 +3,7 @@
 import polars as pl
 from conftest import tiny_experiment, workflow_config
 
-from symbnn.report.front_page import front_page
+from symbnn.report.front_page import building_report, front_page
 from symbnn.settings import config_from_mapping
 
 
@@ -48,3 +48,9 @@ def test_first_page_says_what_ran_and_what_came_out(tmp_path, monkeypatch):
     assert "multi-mode MMD below single-mode: ours 1 of 1, paper 4 of 4 (claim): **holds**" in page
     assert "symbnn 0.1" in page and "torch" in page and "The workflow's own description." in page
     assert "{{" not in page and "<script" not in page
+
+
+def test_the_report_is_recognised_in_either_spelling():
+    assert building_report(["snakemake", "--report", "r.html"])
+    assert building_report(["snakemake", "--report=r.html"])
+    assert not building_report(["snakemake", "--report-stylesheet", "s.css", "-n"])

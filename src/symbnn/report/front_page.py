@@ -136,10 +136,15 @@ def front_page(settings: Any, description: str, parameters: Any = None) -> str:
     return text.replace("{{", "{ {").replace("{%", "{ %").replace("{#", "{ #")
 
 
+def building_report(argv: list[str]) -> bool:
+    """Whether `argv` asks Snakemake for its report, as `--report FILE` or `--report=FILE`."""
+    return any(arg == "--report" or arg.startswith("--report=") for arg in argv)
+
+
 def report_text(settings: Any, default: str, basedir: str, parameters=None) -> str:
     """The `report:` page of the Snakefile: `default` (relative to the Snakefile) unless
     `snakemake --report` is running, then the front page, written under .snakemake/."""
-    if "--report" not in sys.argv:
+    if not building_report(sys.argv):
         return default
     description = (Path(basedir) / default).read_text()
     PAGE.parent.mkdir(exist_ok=True)
