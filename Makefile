@@ -33,8 +33,10 @@ report: $(STAMP)
 	$(BIN)/snakemake --report $(REPORT) 2>&1 | { grep -v "^Using workflow specific profile" || true; }
 	@echo "Report: $(REPORT) (open it in a browser, e.g. xdg-open $(REPORT)); tables: results/*/report/"
 
+# Two workers, a test file each at a time: the workflow tests spend much of their time starting
+# processes one after another, so a second file fills the idle core (`pytest -q` alone also works).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 clean-results:
 	rm -rf results .snakemake

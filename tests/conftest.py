@@ -1,5 +1,6 @@
 import copy
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,7 @@ def one_torch_thread():
 
 
 REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
 
 def repo_config():
@@ -103,6 +105,48 @@ def workflow_config(experiments, analyses=None, **top):
         "analyses": analyses or NO_ANALYSES,
         **top,
     }
+
+
+# Every method, cut down to seconds: 2 samples per variant, 2 modes, a pool of 2 networks.
+TINY_METHODS = {
+    "n_samples": 2,
+    "modes": 2,
+    "pool": 2,
+    "first_seed": 1000,
+    "dropout": {"rate": 0.2},
+    "bnn": {"elbo_samples": 1},
+    "sghmc": {"burn_in_epochs": 0, "thinning_steps": 2},
+    "swag": {"epochs": 1, "snapshots": 2, "rank": 1},
+    "laplace": {"prior_precision": 1.0},
+    "de": {},
+}
+
+
+def tiny_workflow_config(methods=True):
+    """Every rule of the workflow at toy size; with methods=False only the target posterior."""
+    tiny = tiny_experiment(n_samples=4)
+    tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
+    if not methods:
+        return workflow_config({"tiny": tiny})
+    tiny["methods"] = TINY_METHODS
+    tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5}
+    return workflow_config({"tiny": tiny}, TINY_ANALYSES)
+
+
+def run_snakemake(workdir, *args, check=True, env=None):
+    """`snakemake ARGS` on the repository's Snakefile in `workdir`, 2 cores; with check, a
+    failure raises with everything Snakemake printed."""
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
+    return result
 
 
 def random_images(n, seed):
@@ -180,3 +224,13 @@ def sample_with(method, problem, mode, count, settings=None, seed=0):
     module = registry.module(method)
     fitted = module.fit(problem, mode, section, seed, count)
     return module.draw(problem, fitted, count, section, seed)
+
+
+# The slowest files (whole workflow runs) first: `make test` hands its two workers a file at a
+# time, and a long file started last would leave one worker idle at the end.
+SLOWEST_FIRST = ("test_workflow.py", "test_dvc.py", "test_workflow_runs.py", "test_slurm.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -2,7 +2,6 @@
 from a format-true bundle of released OptuNets, then the stages that need no training."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,7 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from conftest import tiny_experiment, workflow_config
+from conftest import SNAKEMAKE, tiny_experiment, workflow_config
 
 from symbnn.checkpoints.bundles import as_released, write_bundle
 from symbnn.models import OptuNet
@@ -19,7 +18,6 @@ from symbnn.settings.checkpoints import ReleasedSetting
 from symbnn.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 N_RELEASED, N_TARGET, N_POOL = 32, 24, 8
 
 

@@ -1,61 +1,20 @@
 """The workflow end to end on a tiny configuration, as `snakemake` subprocesses."""
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import NO_ANALYSES, TINY_ANALYSES, tiny_experiment, workflow_config
+from conftest import run_snakemake as snakemake
+from conftest import tiny_workflow_config as tiny_config
 
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 pytestmark = pytest.mark.slow
-
-
-# Every method, cut down to seconds: 2 samples per variant, 2 modes, a pool of 2 networks.
-TINY_METHODS = {
-    "n_samples": 2,
-    "modes": 2,
-    "pool": 2,
-    "first_seed": 1000,
-    "dropout": {"rate": 0.2},
-    "bnn": {"elbo_samples": 1},
-    "sghmc": {"burn_in_epochs": 0, "thinning_steps": 2},
-    "swag": {"epochs": 1, "snapshots": 2, "rank": 1},
-    "laplace": {"prior_precision": 1.0},
-    "de": {},
-}
-
-
-def tiny_config(methods=True):
-    """Every rule of the workflow at toy size; with methods=False only the target posterior."""
-    tiny = tiny_experiment(n_samples=4)
-    tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
-    if not methods:
-        return workflow_config({"tiny": tiny})
-    tiny["methods"] = TINY_METHODS
-    tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5}
-    return workflow_config({"tiny": tiny}, TINY_ANALYSES)
-
-
-def snakemake(workdir, *args, check=True):
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
-        capture_output=True,
-        text=True,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-        )
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +147,45 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
     assert "16.7" in paper  # the paper's one-mode SGHMC MMD beside ours
 
 
+ANALYSES_OUTPUTS = [
+    "analyses/report/toy_posterior.png",
+    "analyses/report/toy_summary.md",
+    "analyses/report/marginals.png",
+    "analyses/report/marginals_summary.md",
+    "tiny/report/permutation_frequency.png",
+    "tiny/report/permutation_frequency_summary.md",
+]
+
+
+def test_analyses_build_their_figures_and_tables(finished_run):
+    """The paper's further analyses (rules/analyses.smk), asked for by rule all."""
+    results = finished_run / "results"
+    for output in ANALYSES_OUTPUTS:
+        assert (results / output).stat().st_size > 0, output
+
+    weights = pl.read_parquet(results / "analyses/toy/output_weights.parquet")
+    summary = (results / "analyses/report/toy_summary.md").read_text()
+    assert "networks trained" in summary and "| 200" in summary
+    assert 0 < weights.height <= 200 and (weights["train_loss"] <= 0.3).all()
+
+    tau = pl.read_parquet(results / "tiny/analyses/permutation_frequency.parquet")
+    assert set(tau["run"].to_list()) == {0, 1} and set(tau["key"].to_list()) == {"max", "first"}
+    assert tau["tau"].is_between(-1, 1).all()
+    perms = pl.read_parquet(results / "tiny/analyses/sorting_permutations.parquet")
+    # one snapshot more than pairs per run, key and group
+    assert perms.height == tau.height + 2 * 2 * 3
+
+    ks = pl.read_parquet(results / "analyses/marginals/ks_tests.parquet")
+    assert set(ks["stage"].to_list()) == {"trained", "scaled", "canonical"}
+    assert ks["pvalue"].is_between(0, 1).all()
+    for log in (
+        "analyses/logs/toy_posterior.log",
+        "analyses/logs/marginals.log",
+        "tiny/logs/permutation_frequency.log",
+    ):
+        assert (results / log).exists(), log
+
+
 def test_report_holds_every_table_and_figure(finished_run):
     import base64
 
@@ -222,7 +220,12 @@ def test_report_holds_every_table_and_figure(finished_run):
         results / "analyses" / "report" / n for n in shared
     ]:
         assert base64.b64encode(path.read_bytes()).decode() in html, path.name
-    for caption in ("Table 1 of the paper for experiment tiny", "Functional collapse in tiny"):
+    for caption in (
+        "Table 1 of the paper for experiment tiny",
+        "Functional collapse in tiny",
+        "7 Further analyses",
+        "Frequency of weight permutations",
+    ):
         assert caption in html
 
 
@@ -345,94 +348,6 @@ def test_config_edits_rerun_exactly_what_they_change(finished_run, tmp_path, nam
         assert {"convergence", "pool_convergence", "posterior_tables"} <= rules
     if name == "recipe lr":
         assert rules >= TRAINING
-
-
-def test_bad_config_stops_before_any_job(tmp_path):
-    config = tiny_config()
-    config["experiments"]["tiny"]["recipe"]["learning_rate"] = 0.1
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = snakemake(tmp_path, check=False)
-    assert result.returncode != 0
-    assert "learning_rate" in result.stdout + result.stderr
-    assert not (tmp_path / "results").exists()
-
-
-def test_lint_is_clean():
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(REPO), "--lint"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Lints for" not in result.stdout + result.stderr
-
-
-def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
-    import os
-    import signal
-    import time
-
-    config = tiny_config(methods=False)
-    config["experiments"]["tiny"]["recipe"]["epochs"] = 2
-    config["experiments"]["tiny"]["data"]["train_limit"] = 1000
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    process = subprocess.Popen(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    logs = tmp_path / "results" / "tiny" / "logs" / "train_shard"
-    deadline = time.time() + 120
-    while not (logs.exists() and any(logs.iterdir())) and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)  # let the job get into training
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    shards = tmp_path / "results" / "tiny" / "posterior" / "shards"
-    for shard in ("000", "001"):
-        path = shards / f"{shard}.zarr"
-        if path.exists():  # a shard that finished before the kill must be complete
-            open_store(path).validate()
-    assert not (tmp_path / "results" / "tiny" / "posterior" / "target.zarr").exists()
-    snakemake(tmp_path, "--unlock")  # a SIGKILL leaves Snakemake's lock behind
-    snakemake(tmp_path)  # the default profile sets rerun-incomplete
-    store = open_store(tmp_path / "results" / "tiny" / "posterior" / "target.zarr")
-    store.validate()
-    assert store.n_samples == 4
-
-
-def test_a_model_named_by_import_path_runs_end_to_end(tmp_path):
-    """A user's own architecture (tests/user_models.py, importable through PYTHONPATH) goes
-    through every stage: training, canonical form, min-mass, MMD, methods, alignment, report."""
-    import os
-
-    shutil.copy(REPO / "tests" / "user_models.py", tmp_path / "user_models.py")
-    config = tiny_config()
-    config["analyses"] = NO_ANALYSES
-    spec = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
-    config["experiments"]["tiny"]["model"] = spec
-    # two methods keep it short: SWAG trains the model further, Deep Ensembles reads the pool
-    keep = ("n_samples", "modes", "pool", "first_seed", "swag", "de")
-    config["experiments"]["tiny"]["methods"] = {k: TINY_METHODS[k] for k in keep}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    results = tmp_path / "results" / "tiny"
-    target = open_store(results / "posterior" / "target.zarr")
-    assert target.attrs["architecture"] == spec and target.validate() == []
-    canonical = open_store(results / "canonical" / "target.zarr")
-    assert canonical.n_samples == target.n_samples and canonical.validate() == []
-    table = pl.read_csv(results / "report" / "table1.csv")
-    # SWAG in two variants, Deep Ensembles multi-mode only; every accuracy measured
-    assert table.height == 3 and table["Acc"].is_not_null().all()
-    curves = pl.read_parquet(results / "alignment" / "curves.parquet")
-    assert set(curves["alignment"]) == {"none", "weight_matching"}
-    assert curves["loss"].is_finite().all()
 
 
 def test_documented_result_commands_run(finished_run):
