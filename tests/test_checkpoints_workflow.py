@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from conftest import SNAKEMAKE, tiny_experiment, workflow_config
+from conftest import SNAKEMAKE, run_snakemake, tiny_experiment, workflow_config
 
 from symbnn.checkpoints.bundles import as_released, write_bundle
 from symbnn.models import OptuNet
@@ -78,11 +78,8 @@ def test_an_imported_posterior_runs_the_stages_that_need_no_training(tmp_path):
         "modes/pool.zarr",
         "report/posterior_marginals.md",
     ]
-    run = [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"]
-    result = subprocess.run(
-        [*run, *(f"results/released/{t}" for t in targets)], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    paths = [f"results/released/{t}" for t in targets]
+    result = run_snakemake(tmp_path, *paths)
     log = result.stdout + result.stderr
     assert "train_shard" not in log and "gather_posterior" not in log
     target = open_store(results / "posterior" / "target.zarr")
@@ -103,11 +100,7 @@ def test_an_imported_posterior_runs_the_stages_that_need_no_training(tmp_path):
     assert set(marginals["stage"].unique()) == {"stored", "canonical"}
     masses = pl.read_parquet(results / "minmass" / "masses.parquet")
     assert masses.height == N_TARGET
-    again = subprocess.run(
-        [*run, "--dry-run", *(f"results/released/{t}" for t in targets)],
-        capture_output=True,
-        text=True,
-    )
+    again = run_snakemake(tmp_path, "--dry-run", *paths, check=False)
     assert "Nothing to be done" in again.stdout + again.stderr
 
 

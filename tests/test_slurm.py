@@ -7,28 +7,20 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import SNAKEMAKE as WITHOUT_PROFILE
 from conftest import repo_config, stop_process, tiny_experiment
 
 from symbnn.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "profiles" / "slurm"
-SNAKEMAKE = [
-    sys.executable,
-    "-m",
-    "snakemake",
-    "--snakefile",
-    str(REPO / "Snakefile"),
-    "--profile",
-    str(PROFILE),
-]
+SNAKEMAKE = [*WITHOUT_PROFILE, "--profile", str(PROFILE)]
 FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18")
 
 

@@ -67,10 +67,28 @@ def unit_samples(state: State) -> dict[str, np.ndarray]:
     return out
 
 
+def pairwise_unit_tests(samples: np.ndarray) -> dict[str, list]:
+    """Two-sample KS tests between every pair of units of ``samples`` (units, coordinates,
+    networks), coordinate by coordinate: columns unit_a, unit_b, coordinate, statistic,
+    pvalue, a row per (pair, coordinate)."""
+    from scipy.stats import ks_2samp
+
+    units, coords, _ = samples.shape
+    columns = {k: [] for k in ("unit_a", "unit_b", "coordinate", "statistic", "pvalue")}
+    for a, b in combinations(range(units), 2):
+        # ks_2samp is vectorised over the leading axis with axis=-1
+        result = ks_2samp(samples[a], samples[b], axis=-1)
+        columns["unit_a"] += [a] * coords
+        columns["unit_b"] += [b] * coords
+        columns["coordinate"] += range(coords)
+        columns["statistic"] += np.atleast_1d(result.statistic).astype(float).tolist()
+        columns["pvalue"] += np.atleast_1d(result.pvalue).astype(float).tolist()
+    return columns
+
+
 def ks_tests(stages: dict[str, State]):
     """One row per (stage, layer, unit pair, coordinate): KS statistic and p-value."""
     import polars as pl
-    from scipy.stats import ks_2samp
 
     rows = {
         k: []
@@ -78,21 +96,13 @@ def ks_tests(stages: dict[str, State]):
     }
     for stage, state in stages.items():
         for layer, samples in unit_samples(state).items():
-            units, coords, n = samples.shape
-            for a, b in combinations(range(units), 2):
-                # ks_2samp is vectorised over the leading axis with axis=-1
-                result = ks_2samp(samples[a], samples[b], axis=-1)
-                for key, value in (
-                    ("stage", stage),
-                    ("layer", layer),
-                    ("unit_a", a),
-                    ("unit_b", b),
-                    ("n", n),
-                ):
-                    rows[key].extend([value] * coords)
-                rows["coordinate"].extend(range(coords))
-                rows["statistic"].extend(np.atleast_1d(result.statistic).astype(float).tolist())
-                rows["pvalue"].extend(np.atleast_1d(result.pvalue).astype(float).tolist())
+            tests = pairwise_unit_tests(samples)
+            count = len(tests["pvalue"])
+            rows["stage"] += [stage] * count
+            rows["layer"] += [layer] * count
+            rows["n"] += [samples.shape[2]] * count
+            for key, values in tests.items():
+                rows[key] += values
     return pl.DataFrame(rows)
 
 

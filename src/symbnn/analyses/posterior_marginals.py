@@ -13,11 +13,11 @@ are exchangeable as wholes, so within-block pairs are the ones to read)."""
 from __future__ import annotations
 
 import os
-from itertools import combinations
 
 import numpy as np
 import polars as pl
 
+from symbnn.analyses.marginals import pairwise_unit_tests
 from symbnn.store import Store, open_store
 from symbnn.symmetry import unit_groups
 
@@ -32,25 +32,18 @@ def unit_weights(store: Store, tensor: str, axis: int) -> np.ndarray:
 def posterior_marginal_tests(stages: dict[str, str | os.PathLike | Store]) -> pl.DataFrame:
     """One row per (stage, group, unit pair, coordinate): KS statistic and p-value; ``stages``
     maps a label (e.g. "stored", "canonical") to a store of the same architecture."""
-    from scipy.stats import ks_2samp
-
     columns = {
         k: [] for k in ("stage", "group", "unit_a", "unit_b", "coordinate", "statistic", "pvalue")
     }
     for stage, store in stages.items():
         store = store if isinstance(store, Store) else open_store(store)
         for group in unit_groups(store.architecture).groups:
-            samples = unit_weights(store, group.key.tensor, group.key.axis)
-            units, coords, _ = samples.shape
-            for a, b in combinations(range(units), 2):
-                result = ks_2samp(samples[a], samples[b], axis=-1)
-                columns["stage"] += [stage] * coords
-                columns["group"] += [group.name] * coords
-                columns["unit_a"] += [a] * coords
-                columns["unit_b"] += [b] * coords
-                columns["coordinate"] += list(range(coords))
-                columns["statistic"] += np.atleast_1d(result.statistic).astype(float).tolist()
-                columns["pvalue"] += np.atleast_1d(result.pvalue).astype(float).tolist()
+            tests = pairwise_unit_tests(unit_weights(store, group.key.tensor, group.key.axis))
+            count = len(tests["pvalue"])
+            columns["stage"] += [stage] * count
+            columns["group"] += [group.name] * count
+            for key, values in tests.items():
+                columns[key] += values
     return pl.DataFrame(columns)
 
 
