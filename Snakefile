@@ -41,7 +41,6 @@ rule all:
         all_targets(),
         *analyses_targets(),
         *alignment_targets(),
-        *imported_targets(),
 
 
 # the report opens on what was run and the headline results (symbnn.report.front_page)

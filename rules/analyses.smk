@@ -1,7 +1,8 @@
 # The paper's further analyses: the toy posterior (Figure 1), the frequency of permutations
 # during training (section 5.2, Figure 4), the layer-wise marginals (appendix D.3, Figure 9),
 # and the related work's symmetrised VI and variational alignment on a toy MLP task. All but
-# the permutation frequency stand apart from the experiments; it trains a few networks with an
+# the permutation frequency and the marginals of an experiment's own target posterior stand
+# apart from the experiments; the permutation frequency trains a few networks with an
 # experiment's data, model and recipe.
 
 
@@ -81,6 +82,45 @@ rule marginals:
         "Layer-wise marginals before and after symmetry removal (paper appendix D.3), with Kolmogorov-Smirnov tests"
     script:
         "../workflow_scripts/marginals.py"
+
+
+rule posterior_marginals:
+    # the same check on an experiment's own target posterior (small models, and every imported
+    # one: the released networks), stored and canonical
+    input:
+        store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
+    output:
+        tests=f"{RESULTS}/{{experiment}}/marginals/ks_tests.parquet",
+        summary=f"{RESULTS}/{{experiment}}/report/posterior_marginals.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/posterior_marginals.html",
+            caption="../report/posterior_marginals_summary.rst",
+            category="7 Further analyses",
+            subcategory="{experiment}",
+            labels={"table": "Kolmogorov-Smirnov tests", "experiment": "{experiment}"},
+        ),
+        figure=report(
+            f"{RESULTS}/{{experiment}}/report/posterior_marginals.png",
+            caption="../report/posterior_marginals.rst",
+            category="7 Further analyses",
+            subcategory="{experiment}",
+            labels={"figure": "marginals (Figure 9)", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/posterior_marginals.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/posterior_marginals.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=store_runtime(30),
+    message:
+        "Weight marginals of the {wildcards.experiment} units before and after symmetry removal (paper appendix D.3, KS tests)"
+    script:
+        "../workflow_scripts/posterior_marginals.py"
 
 
 rule permutation_frequency:
@@ -185,3 +225,32 @@ rule variational_alignment:
         "Aligning two mean-field variational posteriors of the two-Gaussian MLP task"
     script:
         "../workflow_scripts/variational_alignment.py"
+
+
+rule barrier_statistics:
+    output:
+        pairs=f"{ANALYSES}/barrier_statistics/pairs.parquet",
+        table=f"{ANALYSES}/report/barrier_statistics.md",
+        html=report(
+            f"{ANALYSES}/report/barrier_statistics.html",
+            caption="../report/barrier_statistics.rst",
+            category="7 Further analyses",
+            subcategory="barriers over pairs",
+            labels={"table": "loss and accuracy barriers over pairs"},
+        ),
+    log:
+        f"{ANALYSES}/logs/barrier_statistics.log",
+    benchmark:
+        f"{ANALYSES}/benchmarks/barrier_statistics.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        settings=analysis_params("barrier_statistics"),
+    message:
+        "Loss and accuracy barriers over pairs of SGD and mean-field VI MLPs, before and after alignment"
+    script:
+        "../workflow_scripts/barrier_statistics.py"

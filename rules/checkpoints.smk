@@ -44,26 +44,3 @@ use rule import_target as import_pool with:
         imported=import_params(pool=True),
     message:
         "Importing the released networks of the {wildcards.experiment} pool"
-
-
-rule posterior_marginals:
-    input:
-        store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
-        canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
-    output:
-        tests=f"{RESULTS}/{{experiment}}/marginals/ks_tests.parquet",
-        summary=f"{RESULTS}/{{experiment}}/report/posterior_marginals.md",
-    log:
-        f"{RESULTS}/{{experiment}}/logs/posterior_marginals.log",
-    benchmark:
-        f"{RESULTS}/{{experiment}}/benchmarks/posterior_marginals.tsv"
-    conda:
-        "../envs/symbnn.yaml"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=store_runtime(30),
-    message:
-        "Weight marginals of the {wildcards.experiment} units before and after symmetry removal (KS tests)"
-    script:
-        "../workflow_scripts/posterior_marginals.py"

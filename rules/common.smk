@@ -10,6 +10,7 @@ import re
 
 import symbnn.analyses.plan
 import symbnn.methods.registry
+import symbnn.report.symmetry_counts
 import symbnn.settings.workflow
 
 RESULTS = SETTINGS.results
@@ -127,6 +128,7 @@ def all_targets():
             f"{RESULTS}/{experiment}/report/minmass.png",
             f"{RESULTS}/{experiment}/report/minmass_summary.md",
             f"{RESULTS}/{experiment}/report/collapse.png",
+            f"{RESULTS}/{experiment}/report/symmetry_counts.md",
         ]
         if EXPERIMENTS[experiment].mmd.de_members is not None:
             targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
@@ -227,6 +229,19 @@ def alignment_targets():
     return targets
 
 
+def mode_count_inputs(wildcards):
+    """The canonical target posterior and its convergence flags, where the symmetry-counts
+    table measures the D.1 mode count (small models: every pair of units of every network is
+    compared); none for the others."""
+    if not symbnn.analyses.plan.has_small_model(SETTINGS, wildcards.experiment):
+        return {}
+    path = f"{RESULTS}/{wildcards.experiment}"
+    return {
+        "canonical": f"{path}/canonical/target.zarr",
+        "converged": f"{path}/posterior/converged.parquet",
+    }
+
+
 # The paper's further analyses (rules/analyses.smk).
 ANALYSES = symbnn.analyses.plan.analyses_folder(SETTINGS)
 # the files the default target asks for (an analysis set to false is skipped)
@@ -293,10 +308,3 @@ def import_params(pool):
         }
 
     return params
-
-
-def imported_targets():
-    """The weight marginals of every imported target posterior the run builds (appendix D.3 on
-    the released networks; trained experiments get theirs from the marginals analysis)."""
-    imported = imported_experiments()
-    return [f"{RESULTS}/{name}/report/posterior_marginals.md" for name in RUN if name in imported]

@@ -1,4 +1,5 @@
-# Symmetry removal (canonical form) and the min-mass problem on the target posterior.
+# Symmetry removal (canonical form), the min-mass problem on the target posterior, and the
+# symmetry counts.
 
 
 rule canonicalize:
@@ -78,6 +79,40 @@ rule minmass_report:
         "Plotting the mass distributions of {wildcards.experiment} (paper Figure 2)"
     script:
         "../workflow_scripts/minmass_report.py"
+
+
+rule symmetry_counts:
+    # counted from the models' structures alone (built on the meta device), and for a small
+    # model the D.1 mode count measured on the experiment's canonical target posterior
+    input:
+        unpack(mode_count_inputs),
+    output:
+        modes=f"{RESULTS}/{{experiment}}/symmetry/mode_counts.parquet",
+        csv=f"{RESULTS}/{{experiment}}/report/symmetry_counts.csv",
+        md=f"{RESULTS}/{{experiment}}/report/symmetry_counts.md",
+        html=report(
+            f"{RESULTS}/{{experiment}}/report/symmetry_counts.html",
+            caption="../report/symmetry_counts.rst",
+            category="2 Symmetry removal",
+            subcategory="{experiment}",
+            labels={"table": "symmetry counts (D.4, D.1)", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/symmetry_counts.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/symmetry_counts.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        architectures=symbnn.report.symmetry_counts.counted_architectures(SETTINGS),
+    message:
+        "Counting the weight-space symmetries of every architecture the report covers (paper D.4), and the D.1 modes of {wildcards.experiment}"
+    script:
+        "../workflow_scripts/symmetry_counts.py"
 
 
 use rule canonicalize as canonicalize_samples with:

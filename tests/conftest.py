@@ -91,6 +91,7 @@ TINY_ANALYSES = {
         "alignment_points": 3,
         "alignment_samples": 4,
     },
+    "barrier_statistics": {"pairs": 2, "hidden": [8], "epochs": 1, "samples": 2, "points": 3},
 }
 NO_ANALYSES = {name: False for name in TINY_ANALYSES}
 

@@ -411,6 +411,7 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
     assert "results/analyses/report/toy_posterior.png" in targets
     assert "results/analyses/report/marginals_summary.md" in targets
     assert "results/analyses/report/symmetrised_vi.md" in targets
+    assert "results/analyses/report/barrier_statistics.md" in targets
     assert "results/a/report/permutation_frequency.png" in targets
     assert not any(t.startswith("results/b/") for t in targets)  # ResNet-18 is not retrained here
     off = config_from_mapping(
@@ -421,6 +422,7 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
                 "toy": False,
                 "permutation_frequency": False,
                 "symmetrised_vi": False,
+                "barrier_statistics": False,
                 "marginals": {"epochs": 3},
             },
         }
@@ -428,5 +430,8 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
     assert plan.targets(off) == [
         "results/analyses/report/marginals.png",
         "results/analyses/report/marginals_summary.md",
+        # Figure 9 on the OptuNet experiment's own target posterior too
+        "results/a/report/posterior_marginals.png",
+        "results/a/report/posterior_marginals.md",
     ]
     assert off.analyses.marginals.epochs == 3 and not off.analyses.enabled("toy")

@@ -28,3 +28,19 @@ def test_units_are_exchangeable_until_symmetries_are_removed(optunet_store, tmp_
     )
     assert key.height == 3 and (key["pvalue"] < 1e-6).all()
     assert share[("canonical", "fc1")] > share[("stored", "fc1")]
+
+
+def test_figure_shows_every_group_at_both_stages(optunet_store, tmp_path):
+    from symbnn.analyses.posterior_marginals import (
+        posterior_marginals_figure,
+        sample_tests,
+        stage_samples,
+    )
+
+    store, _ = optunet_store(n=8)
+    canonicalize_store(store.path, tmp_path / "canonical.zarr", scale="unitnorm", key="first")
+    samples = stage_samples({"stored": store.path, "canonical": tmp_path / "canonical.zarr"})
+    assert samples["stored"]["conv2"].shape == (10, 25, 8)  # units, 1 x 5 x 5 inputs, networks
+    summary = marginal_summary(sample_tests(samples))
+    posterior_marginals_figure(samples, summary, tmp_path / "figure.png", title="t")
+    assert (tmp_path / "figure.png").stat().st_size > 0

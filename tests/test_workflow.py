@@ -154,6 +154,8 @@ ANALYSES_OUTPUTS = [
     "analyses/report/marginals_summary.md",
     "tiny/report/permutation_frequency.png",
     "tiny/report/permutation_frequency_summary.md",
+    "tiny/report/posterior_marginals.png",
+    "tiny/report/posterior_marginals.md",
 ]
 
 
@@ -178,12 +180,35 @@ def test_analyses_build_their_figures_and_tables(finished_run):
     ks = pl.read_parquet(results / "analyses/marginals/ks_tests.parquet")
     assert set(ks["stage"].to_list()) == {"trained", "scaled", "canonical"}
     assert ks["pvalue"].is_between(0, 1).all()
+
+    pairs = pl.read_parquet(results / "analyses/barrier_statistics/pairs.parquet")
+    assert pairs.height == 2 * 2 * 2 * 2  # kinds x pairs x alignments x splits
+    assert (pairs["loss_barrier"] >= 0).all() and (pairs["accuracy_barrier"] >= 0).all()
+    assert "weight_matching" in (results / "analyses/report/barrier_statistics.md").read_text()
     for log in (
         "analyses/logs/toy_posterior.log",
         "analyses/logs/marginals.log",
+        "analyses/logs/barrier_statistics.log",
         "tiny/logs/permutation_frequency.log",
     ):
         assert (results / log).exists(), log
+
+
+def test_symmetry_counts_and_the_optunet_marginals(finished_run):
+    """Paper D.4 and D.1 (the counts table, the tiny OptuNet's modes measured on its 4
+    canonical networks) and the OptuNet panel of Figure 9, as the run wrote them."""
+    report = finished_run / "results" / "tiny" / "report"
+    table = pl.read_csv(report / "symmetry_counts.csv")
+    own = table.row(0, named=True)  # the measured architecture first
+    assert own["used by"] == "experiment tiny" and own["networks measured"] == 4
+    assert own["log10 |G|, paper's rule"] > own["log10 |G|"] == own["log10 modes if Dirac (D.1)"]
+    architectures = " ".join(table["architecture"])
+    assert "resnet20_frn_silu" in architectures and "stem=imagenet" in architectures
+    modes = pl.read_parquet(finished_run / "results/tiny/symmetry/mode_counts.parquet")
+    assert modes["row"].to_list() == [0, 1, 2, 3]
+    ks = pl.read_parquet(finished_run / "results/tiny/marginals/ks_tests.parquet")
+    assert set(ks["stage"]) == {"stored", "canonical"}
+    assert set(ks["group"]) == {"conv1", "conv2", "fc1"}
 
 
 def test_report_holds_every_table_and_figure(finished_run):
@@ -206,6 +231,9 @@ def test_report_holds_every_table_and_figure(finished_run):
         "permutation_frequency_summary.html",
         "alignment_barrier.html",
         "alignment_interpolation.png",
+        "symmetry_counts.html",
+        "posterior_marginals.png",
+        "posterior_marginals.html",
     )
     shared = (
         "toy_posterior.png",
@@ -215,6 +243,7 @@ def test_report_holds_every_table_and_figure(finished_run):
         "symmetrised_vi.html",
         "variational_alignment.html",
         "variational_alignment.png",
+        "barrier_statistics.html",
     )
     for path in [results / "tiny" / "report" / n for n in tiny] + [
         results / "analyses" / "report" / n for n in shared
@@ -315,6 +344,8 @@ RERUNS = {
             "mmd_deep_ensembles",
             "mmd_method",
             "method_tables",
+            "posterior_marginals",
+            "symmetry_counts",
         },
         {"fit", "sample", "predict"} | TRAINING,
         None,

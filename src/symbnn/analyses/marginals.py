@@ -161,17 +161,34 @@ def run_marginals(settings: Marginals) -> MarginalResult:
 
 
 def marginals_figure(result: MarginalResult, path, units: int = 4, title: str = "") -> None:
+    """`unit_marginals_figure` of the MLPs' three stages, layer by layer."""
+    median_p = {
+        (row["stage"], row["layer"]): row["median_p"]
+        for row in result.summary.iter_rows(named=True)
+    }
+    samples = {stage: unit_samples(result.stages[stage]) for stage in STAGES}
+    unit_marginals_figure(samples, median_p, path, units=units, title=title)
+
+
+def unit_marginals_figure(
+    samples_by_stage: dict[str, dict[str, np.ndarray]],
+    median_p: dict[tuple[str, str], float],
+    path,
+    units: int = 4,
+    title: str = "",
+) -> None:
     """Rows: layers; columns: stages. Each panel overlays the marginals of coordinate 0 of
     ``units`` units spread over the layer (first to last: after sorting they differ most),
-    with the layer's median KS p-value."""
+    with the layer's median KS p-value. ``samples_by_stage`` maps stage -> layer -> (units,
+    coordinates, networks); ``median_p`` maps (stage, layer) to the median p-value."""
     from symbnn.report.figures import plt, save_figure
 
-    samples_by_stage = {stage: unit_samples(result.stages[stage]) for stage in STAGES}
-    layers = list(samples_by_stage["trained"])
+    stages = list(samples_by_stage)
+    layers = list(samples_by_stage[stages[0]])
     fig, axes = plt.subplots(
-        len(layers), len(STAGES), figsize=(4.2 * len(STAGES), 2.8 * len(layers)), squeeze=False
+        len(layers), len(stages), figsize=(4.2 * len(stages), 2.8 * len(layers)), squeeze=False
     )
-    for c, stage in enumerate(STAGES):
+    for c, stage in enumerate(stages):
         samples = samples_by_stage[stage]
         for r, layer in enumerate(layers):
             ax = axes[r][c]
@@ -182,10 +199,8 @@ def marginals_figure(result: MarginalResult, path, units: int = 4, title: str = 
             bins = np.linspace(np.quantile(values, 0.01), np.quantile(values, 0.99), 25)
             for u, v in zip(picked, values):
                 ax.hist(v, bins=bins, histtype="step", density=True, lw=1.3, label=f"unit {u}")
-            row = result.summary.filter(
-                (result.summary["stage"] == stage) & (result.summary["layer"] == layer)
-            )
-            ax.set_title(f"{layer}, {stage}\nmedian KS p = {row['median_p'][0]:.2g}", fontsize=9)
+            p = median_p[(stage, layer)]
+            ax.set_title(f"{layer}, {stage}\nmedian KS p = {p:.2g}", fontsize=9)
             if r == len(layers) - 1:
                 ax.set_xlabel("weight value (coordinate 0)")
     axes[0][0].legend(fontsize=7)

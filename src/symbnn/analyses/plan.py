@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from symbnn.settings import Config
 
-# architectures small enough to retrain a few times with snapshots (ResNet-18 is a cluster job)
-PERMUTATION_FREQUENCY_MODELS = ("optunet", "mlp")
+# architectures small enough to retrain a few times with snapshots, or to compare every pair
+# of their units across all networks (ResNet-18 is a cluster job)
+SMALL_MODELS = ("optunet", "mlp")
 
 
 def analyses_folder(config: Config) -> str:
@@ -14,13 +15,26 @@ def analyses_folder(config: Config) -> str:
     return f"{config.results}/analyses"
 
 
+def has_small_model(config: Config, experiment: str) -> bool:
+    return config.experiments[experiment].model.name in SMALL_MODELS
+
+
 def permutation_frequency_experiments(config: Config) -> list[str]:
     if not config.analyses.enabled("permutation_frequency"):
         return []
+    return [name for name in config.run if has_small_model(config, name)]
+
+
+def posterior_marginals_experiments(config: Config) -> list[str]:
+    """Experiments of `run` whose target posterior gets the weight-marginal tests of appendix D.3
+    (Figure 9): the small models while `analyses.marginals` is on, and every imported posterior
+    (the released networks)."""
+    small = config.analyses.enabled("marginals")
     return [
         name
         for name in config.run
-        if config.experiments[name].model.name in PERMUTATION_FREQUENCY_MODELS
+        if (small and has_small_model(config, name))
+        or config.experiments[name].posterior.checkpoints is not None
     ]
 
 
@@ -37,9 +51,16 @@ def targets(config: Config) -> list[str]:
             f"{folder}/report/symmetrised_vi.md",
             f"{folder}/report/variational_alignment.png",
         ]
+    if enabled("barrier_statistics"):
+        out.append(f"{folder}/report/barrier_statistics.md")
     for experiment in permutation_frequency_experiments(config):
         out += [
             f"{config.results}/{experiment}/report/permutation_frequency.png",
             f"{config.results}/{experiment}/report/permutation_frequency_summary.md",
+        ]
+    for experiment in posterior_marginals_experiments(config):
+        out += [
+            f"{config.results}/{experiment}/report/posterior_marginals.png",
+            f"{config.results}/{experiment}/report/posterior_marginals.md",
         ]
     return out

@@ -9,7 +9,14 @@ Library functions take these sections; rules pass their resolved values as param
 (`Section.to_dict`), and the command line takes its flags' defaults from them.
 """
 
-from symbnn.settings.analyses import Analyses, Marginals, PermutationFrequency, SymmetrisedVi, Toy
+from symbnn.settings.analyses import (
+    Analyses,
+    BarrierStatistics,
+    Marginals,
+    PermutationFrequency,
+    SymmetrisedVi,
+    Toy,
+)
 from symbnn.settings.base import ConfigError, Section
 from symbnn.settings.load import config_from_mapping, load_config
 from symbnn.settings.methods import Bnn, DeepEnsembles, Dropout, Laplace, Methods, Sghmc, Swag
@@ -59,6 +66,7 @@ __all__ = [
     "Slurm",
     "Swag",
     "SymmetrisedVi",
+    "BarrierStatistics",
     "SymmetryRemoval",
     "Toy",
     "config_from_mapping",

@@ -101,6 +101,31 @@ class SymmetrisedVi(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class BarrierStatistics(Section):
+    DOC = (
+        "loss and accuracy barriers between pairs of MLPs on the packaged digits (SGD networks "
+        "and mean-field VI posteriors), before and after alignment modulo permutations"
+    )
+    dataset: Literal["digits"] = setting("digits", "the packaged MNIST digits")
+    hidden: tuple[int, ...] = setting((64,), "hidden widths", ge=1, min_items=1)
+    pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1)
+    first_seed: int = setting(0, "seed of the first network", ge=0)
+    epochs: int = setting(8, "training epochs (SGD and VI alike)", ge=1)
+    batch_size: int = setting(64, "images per step", ge=1)
+    lr: float = setting(0.05, "learning rate (constant)", gt=0)
+    momentum: float = setting(0.9, "SGD momentum", ge=0, lt=1)
+    elbo_samples: int = setting(1, "weight draws per ELBO estimate of the VI fits", ge=1)
+    prior_sigma: float = setting(0.3, "standard deviation of the VI fits' Gaussian prior", gt=0)
+    vi_lr: float = setting(0.01, "Adam learning rate of the VI fits", gt=0)
+    rho_init: float = setting(-5.0, "initial rho of the VI fits (sigma = log(1 + exp(rho)))")
+    samples: int = setting(8, "common-noise draws per point of a VI path", ge=1)
+    points: int = setting(11, "points on each path, endpoints included", ge=3)
+    splits: tuple[Literal["train", "test"], ...] = setting(
+        ("train", "test"), "splits the barriers are measured on", min_items=1
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class Analyses(Section):
     DOC = "the paper's further analyses; `false` skips one, an absent key runs it with the defaults"
     toy: Toy | Literal[False] = setting(Toy(), "toy posterior (Figure 1)")
@@ -110,6 +135,9 @@ class Analyses(Section):
     marginals: Marginals | Literal[False] = setting(Marginals(), "layer-wise marginals (Figure 9)")
     symmetrised_vi: SymmetrisedVi | Literal[False] = setting(
         SymmetrisedVi(), "symmetrised VI and variational alignment (related work)"
+    )
+    barrier_statistics: BarrierStatistics | Literal[False] = setting(
+        BarrierStatistics(), "barriers over pairs of SGD and VI MLPs, with alignment (related work)"
     )
 
     def enabled(self, name: str) -> bool:

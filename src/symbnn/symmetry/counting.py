@@ -11,7 +11,8 @@ counts ``Symmetry.softmax_dof`` dimensions, n_{L-1} + 1 for a linear output laye
 Disagreement with the paper (D.4.2): it keeps the grouped conv's own output permutations at
 (out)! and drops the block permutation; a permutation moving an output channel to another
 block changes the function, and swapping whole blocks on both sides does not. The tests
-check both facts numerically.
+check both facts numerically. `paper_log10_permutations` counts by the paper's rule, for the
+report's table beside ours (docs/maths.md, section 2.7).
 """
 
 from __future__ import annotations
@@ -51,3 +52,21 @@ def total_symmetries(sym: Symmetry) -> dict[str, float]:
         "scaling_dof": sum(r["scaling_dof"] for r in rows),
         "softmax_dof": sym.softmax_dof,
     }
+
+
+def feeds_grouped_conv(group) -> bool:
+    """Whether the group's channels are read by a grouped convolution (a block-local `out` axis)."""
+    return any(a.role == "out" and a.blocks > 1 for a in group.axes)
+
+
+def paper_log10_permutations(sym: Symmetry) -> float:
+    """log10 of the permutation count by the paper's D.4.2 rule: a layer whose channels feed a
+    grouped convolution keeps only its within-group permutations, (w/g)!^g, while every other
+    unit group, a grouped conv's own output channels included, keeps all w! (no shared block
+    permutation). Equal to ``total_symmetries`` for networks without grouped convolutions."""
+    return sum(
+        g.blocks * log10_factorial(g.block_width)
+        if feeds_grouped_conv(g)
+        else log10_factorial(g.width)
+        for g in sym.groups
+    )

@@ -2,7 +2,7 @@
 
 from symbnn.settings import Recipe
 from symbnn.train import train_seeds
-recipe = Recipe(epochs=12, batch_size=64, lr=0.04, momentum=0.9)
+recipe = Recipe(epochs=12, batch_size=128, lr=0.04, momentum=0.8)
 result = train_seeds({"name": "optunet"}, recipe, train, test, seeds=range(32))
 """
 

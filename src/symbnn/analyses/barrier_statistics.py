@@ -1,0 +1,188 @@
+"""Loss and accuracy barriers over many pairs of MLPs, before and after alignment modulo
+permutations: SGD networks and mean-field VI posteriors, on the packaged digits.
+
+For each of ``pairs`` disjoint pairs of seeds (2i, 2i + 1 after ``first_seed``) two MLPs are
+trained from their own initialisations: by SGD (`symbnn.train.train_seeds`) and by Bayes by
+backprop with Adam (`symbnn.methods.bnn.MeanFieldBNN`: a mean-field Gaussian per weight, a
+Gaussian prior). B is then aligned
+to A by weight matching (`symbnn.alignment`): the network's weights for SGD, the means and
+standard deviations together (2-Wasserstein cost between the diagonal Gaussians) for VI.
+Along the straight path theta(t) = (1 - t) A + t B, t in [0, 1], on the train and test splits:
+
+* SGD: the loss (mean cross-entropy) and accuracy of the network theta(t);
+* VI: the expected loss over common-noise draws of the interpolated Gaussian (means and
+  standard deviations interpolated), and the accuracy of its predictive mean.
+
+The loss barrier is max_t L(t) - ((1 - t) L(0) + t L(1)); the accuracy barrier is the
+largest drop below the endpoints' interpolation, max_t ((1 - t) a(0) + t a(1)) - a(t). Both
+are >= 0 (t = 0 gives 0). `summary` reports mean, standard deviation, minimum and maximum over
+the pairs, with the endpoints' worst test accuracy so that a table over networks that did not
+train cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+
+from symbnn.alignment import align_gaussian, align_state
+from symbnn.alignment.interpolation import gaussian_curve, grid, loss_barrier, network_curve
+from symbnn.analyses.symmetrised_vi import gaussian_state
+from symbnn.data import load_dataset
+from symbnn.data.core import ImageData
+from symbnn.methods.bnn import MeanFieldBNN, noise_generator
+from symbnn.settings import BarrierStatistics, Recipe
+from symbnn.symmetry import unit_groups
+from symbnn.train import train_seeds
+from symbnn.train.evaluate import unstack
+from symbnn.train.loop import seed_batches
+from symbnn.train.seeding import build_seeded_model
+
+KINDS = ("sgd", "mean_field_vi")
+ALIGNMENTS = ("none", "weight_matching")
+State = dict[str, torch.Tensor]
+
+
+def mlp_spec(options: BarrierStatistics, train: ImageData) -> dict:
+    inputs = int(np.prod(train.images.shape[1:]))
+    return {"name": "mlp", "widths": [inputs, *options.hidden, train.num_classes]}
+
+
+def recipe(options: BarrierStatistics) -> Recipe:
+    return Recipe(
+        epochs=options.epochs,
+        batch_size=options.batch_size,
+        lr=options.lr,
+        momentum=options.momentum,
+        schedule="constant",
+    )
+
+
+def accuracy_barrier(ts, accuracies) -> float:
+    """Largest drop of the accuracy below the line between its endpoints (>= 0)."""
+    t, acc = np.asarray(ts, dtype=float), np.asarray(accuracies, dtype=float)
+    return float(np.max((1 - t) * acc[0] + t * acc[-1] - acc))
+
+
+def curve_rows(curves: pl.DataFrame, **labels) -> list[dict]:
+    """One row per split of a curve table (columns t, split, loss, accuracy)."""
+    rows = []
+    for (split,), part in curves.sort("t").group_by(["split"], maintain_order=True):
+        ts, losses = part["t"].to_list(), part["loss"].to_list()
+        barrier = loss_barrier(ts, losses)
+        accuracies = part["accuracy"].to_list()
+        rows.append(
+            {
+                **labels,
+                "split": split,
+                "loss_barrier": barrier["barrier"],
+                "accuracy_barrier": accuracy_barrier(ts, accuracies),
+                "loss_a": barrier["loss_0"],
+                "loss_b": barrier["loss_1"],
+                "accuracy_a": float(accuracies[0]),
+                "accuracy_b": float(accuracies[-1]),
+            }
+        )
+    return rows
+
+
+def sgd_rows(
+    options: BarrierStatistics,
+    spec: dict,
+    data: Mapping[str, ImageData],
+    sets: Mapping[str, ImageData],
+) -> list[dict]:
+    seeds = range(options.first_seed, options.first_seed + 2 * options.pairs)
+    trained = train_seeds(spec, recipe(options), data["train"], data["test"], seeds)
+    sym, ts = unit_groups(spec), grid(options.points)
+    rows = []
+    for pair in range(options.pairs):
+        a, b = unstack(trained.state, 2 * pair), unstack(trained.state, 2 * pair + 1)
+        aligned, _ = align_state(a, b, sym)
+        for label, other in (("none", b), ("weight_matching", aligned)):
+            curves = network_curve(spec, a, other, ts, sets)
+            rows += curve_rows(curves, kind="sgd", pair=pair, alignment=label)
+    return rows
+
+
+def variational_posterior(
+    options: BarrierStatistics, spec: dict, train: ImageData, seed: int
+) -> tuple[State, State]:
+    """(means, standard deviations) of a mean-field posterior fitted from seed's init by
+    Bayes by backprop with Adam (SGD at the networks' learning rate barely moves the
+    standard deviations from their initial value in a few epochs), in seed's data order."""
+    q = MeanFieldBNN(
+        build_seeded_model(spec, seed),
+        options.rho_init,
+        1.0,
+        options.prior_sigma,
+        options.prior_sigma,
+        noise_generator(seed),
+    )
+    optimiser = torch.optim.Adam(q.parameters(), lr=options.vi_lr)
+    for _, x, y in seed_batches(train, options.batch_size, seed, options.epochs):
+        loss = q.elbo_loss(x, y, len(train), options.elbo_samples)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+    return gaussian_state(q)
+
+
+def variational_rows(
+    options: BarrierStatistics,
+    spec: dict,
+    data: Mapping[str, ImageData],
+    sets: Mapping[str, ImageData],
+) -> list[dict]:
+    sym, ts = unit_groups(spec), grid(options.points)
+    rows = []
+    for pair in range(options.pairs):
+        seed = options.first_seed + 2 * pair
+        (mean_a, std_a), (mean_b, std_b) = (
+            variational_posterior(options, spec, data["train"], s) for s in (seed, seed + 1)
+        )
+        mean_al, std_al, _ = align_gaussian(mean_a, std_a, mean_b, std_b, sym)
+        for label, mean, std in (("none", mean_b, std_b), ("weight_matching", mean_al, std_al)):
+            curves = gaussian_curve(
+                spec, mean_a, std_a, mean, std, ts, sets, options.samples, seed=pair
+            )
+            rows += curve_rows(curves, kind="mean_field_vi", pair=pair, alignment=label)
+    return rows
+
+
+def barrier_pairs(options: BarrierStatistics, data_root: str | Path = "data") -> pl.DataFrame:
+    """One row per (kind, pair, alignment, split): loss and accuracy barriers, endpoints."""
+    data = {split: load_dataset(options.dataset, split, data_root) for split in ("train", "test")}
+    spec = mlp_spec(options, data["train"])
+    curve_sets = {split: data[split] for split in options.splits}
+    rows = sgd_rows(options, spec, data, curve_sets)
+    rows += variational_rows(options, spec, data, curve_sets)
+    return pl.DataFrame(rows)
+
+
+def summary(table: pl.DataFrame) -> pl.DataFrame:
+    """Mean, standard deviation, minimum and maximum over the pairs per (kind, alignment,
+    split); ``worst_endpoint_accuracy`` is the lowest accuracy of any trained network."""
+    stats = []
+    for column in ("loss_barrier", "accuracy_barrier"):
+        stats += [
+            pl.col(column).mean().alias(f"{column}_mean"),
+            pl.col(column).std().alias(f"{column}_std"),
+            pl.col(column).min().alias(f"{column}_min"),
+            pl.col(column).max().alias(f"{column}_max"),
+        ]
+    return (
+        table.group_by("kind", "alignment", "split", maintain_order=True)
+        .agg(
+            pl.len().alias("pairs"),
+            *stats,
+            pl.min_horizontal(pl.col("accuracy_a").min(), pl.col("accuracy_b").min()).alias(
+                "worst_endpoint_accuracy"
+            ),
+        )
+        .sort("kind", "split", "alignment")
+    )
