@@ -459,8 +459,8 @@ class StoreWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        state = {k: np.concatenate([b[0][k] for b in self._buffer]) for k in self._state_names}
-        info = {k: np.concatenate([b[1][k] for b in self._buffer]) for k in self._info_names}
+        state = {k: _joined([b[0][k] for b in self._buffer]) for k in self._state_names}
+        info = {k: _joined([b[1][k] for b in self._buffer]) for k in self._info_names}
         self._buffer, self._buffered_rows, self._buffered_bytes = [], 0, 0
         with writing(self.path):
             for section, arrays in (("state", state), ("info", info)):
@@ -513,6 +513,12 @@ class StoreWriter:
                     "checksum": CHECKSUM,
                 }
             )
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The batches of one array end to end; a single batch as it is (no copy: a store of
+    large networks is often appended in one batch)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def write_store(
