@@ -1,6 +1,7 @@
 # The paper's further analyses: the toy posterior (Figure 1), the frequency of permutations
 # during training (section 5.2, Figure 4), the layer-wise marginals (appendix D.3, Figure 9),
-# and the related work's symmetrised VI and variational alignment on a toy MLP task. All but
+# the related work's symmetrised VI and variational alignment on a toy MLP task, and
+# symmetrised VI by width and barriers over pairs of MLPs on the packaged digits. All but
 # the permutation frequency and the marginals of an experiment's own target posterior stand
 # apart from the experiments; the permutation frequency trains a few networks with an
 # experiment's data, model and recipe.
@@ -191,6 +192,41 @@ rule symmetrised_vi:
         "Symmetrised vs mean-field variational posterior on the two-Gaussian MLP task"
     script:
         "../workflow_scripts/symmetrised_vi.py"
+
+
+rule symmetrised_vi_widths:
+    output:
+        runs=f"{ANALYSES}/symmetrised_vi_widths/runs.parquet",
+        table=f"{ANALYSES}/report/symmetrised_vi_widths.md",
+        gaps=f"{ANALYSES}/report/symmetrised_vi_widths_gaps.md",
+        html=report(
+            f"{ANALYSES}/report/symmetrised_vi_widths.html",
+            caption="../report/symmetrised_vi_widths.rst",
+            category="8 Related work",
+            labels={"table": "symmetrised VI by width"},
+        ),
+        gaps_html=report(
+            f"{ANALYSES}/report/symmetrised_vi_widths_gaps.html",
+            caption="../report/symmetrised_vi_widths_gaps.rst",
+            category="8 Related work",
+            labels={"table": "symmetrised minus mean-field VI by width"},
+        ),
+    log:
+        f"{ANALYSES}/logs/symmetrised_vi_widths.log",
+    benchmark:
+        f"{ANALYSES}/benchmarks/symmetrised_vi_widths.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        settings=analysis_params("symmetrised_vi_widths"),
+    message:
+        "Mean-field vs symmetrised VI on MLPs of several widths on the packaged digits, against a deep ensemble"
+    script:
+        "../workflow_scripts/symmetrised_vi_widths.py"
 
 
 rule variational_alignment:

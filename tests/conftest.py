@@ -91,6 +91,15 @@ TINY_ANALYSES = {
         "alignment_points": 3,
         "alignment_samples": 4,
     },
+    "symmetrised_vi_widths": {
+        "widths": [3, 6],
+        "seeds": [0, 1],
+        "steps": 5,
+        "eval_samples": 4,
+        "mmd_samples": 4,
+        "reference_runs": 3,
+        "reference_epochs": 1,
+    },
     "barrier_statistics": {"pairs": 2, "hidden": [8], "epochs": 1, "samples": 2, "points": 3},
 }
 NO_ANALYSES = {name: False for name in TINY_ANALYSES}

@@ -412,6 +412,7 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
     assert "results/analyses/report/marginals_summary.md" in targets
     assert "results/analyses/report/symmetrised_vi.md" in targets
     assert "results/analyses/report/barrier_statistics.md" in targets
+    assert "results/analyses/report/symmetrised_vi_widths.md" in targets
     assert "results/a/report/permutation_frequency.png" in targets
     assert not any(t.startswith("results/b/") for t in targets)  # ResNet-18 is not retrained here
     off = config_from_mapping(
@@ -422,6 +423,7 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
                 "toy": False,
                 "permutation_frequency": False,
                 "symmetrised_vi": False,
+                "symmetrised_vi_widths": False,
                 "barrier_statistics": False,
                 "marginals": {"epochs": 3},
             },

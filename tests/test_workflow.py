@@ -185,10 +185,20 @@ def test_analyses_build_their_figures_and_tables(finished_run):
     assert pairs.height == 2 * 2 * 2 * 2  # kinds x pairs x alignments x splits
     assert (pairs["loss_barrier"] >= 0).all() and (pairs["accuracy_barrier"] >= 0).all()
     assert "weight_matching" in (results / "analyses/report/barrier_statistics.md").read_text()
+
+    # symmetrised VI by width: per width a reference row and 2 families x 2 seeds
+    fits = pl.read_parquet(results / "analyses/symmetrised_vi_widths/runs.parquet")
+    assert fits.height == 2 * (1 + 2 * 2) and set(fits["width"]) == {3, 6}
+    vi = fits.filter(pl.col("family") != "reference")
+    assert (vi["elbo"] - vi["log_group_order"] - vi["elbo_fit"]).abs().max() < 1e-6
+    assert (vi["overlap_hi"] >= vi["overlap_lo"]).all() and vi["ns_mmd"].is_finite().all()
+    assert "symmetrised" in (results / "analyses/report/symmetrised_vi_widths.md").read_text()
+    assert (results / "analyses/report/symmetrised_vi_widths_gaps.md").stat().st_size > 0
     for log in (
         "analyses/logs/toy_posterior.log",
         "analyses/logs/marginals.log",
         "analyses/logs/barrier_statistics.log",
+        "analyses/logs/symmetrised_vi_widths.log",
         "tiny/logs/permutation_frequency.log",
     ):
         assert (results / log).exists(), log
@@ -244,6 +254,8 @@ def test_report_holds_every_table_and_figure(finished_run):
         "variational_alignment.html",
         "variational_alignment.png",
         "barrier_statistics.html",
+        "symmetrised_vi_widths.html",
+        "symmetrised_vi_widths_gaps.html",
     )
     for path in [results / "tiny" / "report" / n for n in tiny] + [
         results / "analyses" / "report" / n for n in shared

@@ -51,6 +51,8 @@ def targets(config: Config) -> list[str]:
             f"{folder}/report/symmetrised_vi.md",
             f"{folder}/report/variational_alignment.png",
         ]
+    if enabled("symmetrised_vi_widths"):
+        out.append(f"{folder}/report/symmetrised_vi_widths.md")
     if enabled("barrier_statistics"):
         out.append(f"{folder}/report/barrier_statistics.md")
     for experiment in permutation_frequency_experiments(config):

@@ -15,6 +15,7 @@ from symbnn.settings.analyses import (
     Marginals,
     PermutationFrequency,
     SymmetrisedVi,
+    SymmetrisedViWidths,
     Toy,
 )
 from symbnn.settings.base import ConfigError, Section
@@ -66,6 +67,7 @@ __all__ = [
     "Slurm",
     "Swag",
     "SymmetrisedVi",
+    "SymmetrisedViWidths",
     "BarrierStatistics",
     "SymmetryRemoval",
     "Toy",

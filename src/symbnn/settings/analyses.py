@@ -101,6 +101,41 @@ class SymmetrisedVi(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class SymmetrisedViWidths(Section):
+    DOC = (
+        "mean-field vs symmetrised VI on one-hidden-layer MLPs of several widths on the packaged "
+        "digits (pooled images), against a deep-ensemble reference"
+    )
+    dataset: Literal["digits"] = setting("digits", "the packaged MNIST digits")
+    image_size: Literal[7, 14, 28] = setting(7, "images average-pooled to this many pixels a side")
+    widths: tuple[int, ...] = setting(
+        (4, 8, 16, 32, 64), "hidden widths H (|G| = H!)", ge=2, min_items=1, increasing=True
+    )
+    seeds: tuple[int, ...] = setting(
+        (0, 1, 2),
+        "one fit per family and seed (the seed sets the initial means)",
+        ge=0,
+        min_items=2,
+    )
+    prior_std: float = setting(1.0, "standard deviation of the Gaussian prior", gt=0)
+    rho_init: float = setting(-5.0, "initial rho (sigma = log(1 + exp(rho)))")
+    steps: int = setting(800, "Adam steps of each fit", ge=1)
+    batch_size: int = setting(250, "images per step", ge=1)
+    lr: float = setting(0.01, "Adam learning rate", gt=0)
+    elbo_samples: int = setting(2, "reparameterised draws per step", ge=1)
+    eval_samples: int = setting(64, "draws for the ELBO, overlap, NLL, accuracy and ECE", ge=2)
+    mmd_samples: int = setting(16, "draws of each fit for the MMDs (at most eval_samples)", ge=2)
+    reference_runs: int = setting(16, "independent SGD runs: the deep-ensemble reference", ge=2)
+    reference_epochs: int = setting(10, "SGD epochs of the reference runs", ge=1)
+    reference_lr: float = setting(0.2, "SGD learning rate of the reference runs", gt=0)
+    reference_batch_size: int = setting(64, "images per SGD step of the reference runs", ge=1)
+
+    def check(self, where: str) -> None:
+        if self.mmd_samples > self.eval_samples:
+            raise ConfigError(f"{where}.mmd_samples: at most eval_samples ({self.eval_samples})")
+
+
+@dataclasses.dataclass(frozen=True)
 class BarrierStatistics(Section):
     DOC = (
         "loss and accuracy barriers between pairs of MLPs on the packaged digits (SGD networks "
@@ -135,6 +170,10 @@ class Analyses(Section):
     marginals: Marginals | Literal[False] = setting(Marginals(), "layer-wise marginals (Figure 9)")
     symmetrised_vi: SymmetrisedVi | Literal[False] = setting(
         SymmetrisedVi(), "symmetrised VI and variational alignment (related work)"
+    )
+    symmetrised_vi_widths: SymmetrisedViWidths | Literal[False] = setting(
+        SymmetrisedViWidths(),
+        "mean-field vs symmetrised VI by width on the digits (related work)",
     )
     barrier_statistics: BarrierStatistics | Literal[False] = setting(
         BarrierStatistics(), "barriers over pairs of SGD and VI MLPs, with alignment (related work)"
