@@ -5,7 +5,13 @@ written to a temporary folder; a fresh worker process then streams them through 
 timing each part (Zarr reads, the L1 kernel, the L2 Gram part, the twenty kernels, the
 MMDAgg test when asked), the whole `layerwise_mmd` call, and torch.cdist(p=1) on the same
 blocks for comparison. The worker's peak resident memory is reported too. The float32 matmul
-throughput of the machine is measured in the same run.
+throughput of the machine is measured in the same run, and the table names the CPU (lscpu's
+model name, cores) and the load average at the start and the end.
+
+The machine may be shared: every part keeps, block by block, its best of several passes
+(--repeats, more for small layers, up to MIN_TIMED_SECONDS of passes), and the GEMM reference
+of the L2 target runs after the L2 part in one pass and before the L1 part in the next, so
+that neither side always inherits the other's thread hand-offs.
 
     python benchmarks/mmd.py                              # quick: d = 392, 10^4
     python benchmarks/mmd.py --dims 392 1e4 1e5 1e6 --skip-cdist-above 1e5
@@ -33,11 +39,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
     "kernels_over_distances": 1.2,  # 20 kernels (bandwidths included) / the two distance matrices
-    "l2_fraction_of_matmul": 0.5,  # L2 flop rate / float32 matmul rate
+    # L2 flop rate / float32 GEMM rate on the same block. The L2 part is one OpenBLAS syrk
+    # (N(N+1)d flops) plus fixed costs (centring, first touch of the N x N float64
+    # accumulator); the reference is torch's (MKL) GEMM z z^T (2 N^2 d flops). On a shared CPU
+    # the two libraries' threads are slowed unequally by other processes, hence best-of passes.
+    "l2_fraction_of_matmul": 0.5,
     "l1_speedup_over_cdist": 5.0,  # cdist(p=1) seconds / L1 seconds (CPU)
     "l1_over_l2": 10.0,  # L1 seconds / L2 seconds
     "peak_memory_gib": 2.0,  # at d = 10^6
 }
+MIN_TIMED_SECONDS = 3.0  # small layers get more passes, until this long ...
+MAX_PASSES = 15  # ... or this many
 
 
 def peak_rss_gib() -> float:
@@ -97,43 +109,52 @@ def write_pair(folder: Path, n: int, m: int, d: int, seed: int = 0) -> tuple[Pat
     return paths[0], paths[1]
 
 
-def _one_pass(target, method, n, m, device, args, with_cdist):
-    """Stream the layer once through a fresh accumulator, timing reads, L1, L2 (and cdist)."""
+def _gemm(z, device) -> float:
+    """Seconds of the plain float32 GEMM z z^T on the block: the reference of the L2 target."""
+    s = time.perf_counter()
+    z @ z.T
+    sync(device)
+    return time.perf_counter() - s
+
+
+def _one_pass(target, method, n, m, device, args, with_cdist, gemm_first):
+    """Stream the layer once through a fresh accumulator, timing each block's read, L1, L2,
+    the GEMM reference (before L1 with ``gemm_first``, after L2 otherwise: passes alternate,
+    so that neither side always follows the other's thread hand-offs) and cdist."""
     import torch
 
     from symbnn.mmd.distances import PooledDistances
     from symbnn.mmd.layerwise import pooled_blocks
 
     acc = PooledDistances(n + m, device)
-    t = {"read": 0.0, "l1": 0.0, "l2": 0.0, "gemm": 0.0, "cdist": 0.0 if with_cdist else None}
+    # seconds per block, so that the caller keeps each block's best pass
+    t = {"read": [], "l1": [], "l2": [], "gemm": [], "cdist": [] if with_cdist else None}
     start = time.perf_counter()
     for block in pooled_blocks(
         target, method, "layer.weight", slice(None), slice(None), args.max_bytes
     ):
         block = acc.prepare(block)
         sync(device)
-        t["read"] += time.perf_counter() - start
+        t["read"].append(time.perf_counter() - start)
+        z = torch.as_tensor(block, device=device)
+        if gemm_first:
+            t["gemm"].append(_gemm(z, device))
         s = time.perf_counter()
         acc.add_l1(block)
         sync(device)
-        t["l1"] += time.perf_counter() - s
+        t["l1"].append(time.perf_counter() - s)
         s = time.perf_counter()
         acc.add_l2(block)
         sync(device)
-        t["l2"] += time.perf_counter() - s
+        t["l2"].append(time.perf_counter() - s)
         acc.n_columns += block.shape[1]
-        # Reference for the L2 target: the plain float32 GEMM z z^T on the same block, right
-        # after the L2 part, so that both see the same load on a shared machine.
-        z = torch.as_tensor(block, device=device)
-        s = time.perf_counter()
-        z @ z.T
-        sync(device)
-        t["gemm"] += time.perf_counter() - s
+        if not gemm_first:
+            t["gemm"].append(_gemm(z, device))
         if with_cdist:
             s = time.perf_counter()
             torch.cdist(z, z, p=1)
             sync(device)
-            t["cdist"] += time.perf_counter() - s
+            t["cdist"].append(time.perf_counter() - s)
         start = time.perf_counter()
     return acc, t
 
@@ -156,17 +177,14 @@ def worker(args) -> dict:
     warm.add(np.random.default_rng(0).standard_normal((n + m, 64), dtype=np.float32))
 
     # The CPU is shared and noisy: the matmul rate is measured here, next to the timings, and
-    # every part keeps its best of --repeats passes (cdist runs in the first pass only).
+    # each block keeps its best of the passes for every part (cdist runs in the first pass
+    # only). At least --repeats passes, more while they are short (up to MIN_TIMED_SECONDS).
     gflops = matmul_gflops(device)
-    t = {
-        "read": math.inf,
-        "l1": math.inf,
-        "l2": math.inf,
-        "gemm": math.inf,
-        "kernels": math.inf,
-        "cdist": None,
-    }
-    for repeat in range(args.repeats):
+    best: dict[str, list[float]] = {}
+    kernels, cdist, passes, started = math.inf, None, 0, time.perf_counter()
+    while passes < args.repeats or (
+        passes < MAX_PASSES and time.perf_counter() - started < MIN_TIMED_SECONDS
+    ):
         acc, run = _one_pass(
             target,
             method,
@@ -174,17 +192,21 @@ def worker(args) -> dict:
             m,
             device,
             args,
-            with_cdist=repeat == 0 and d <= args.skip_cdist_above,
+            with_cdist=passes == 0 and d <= args.skip_cdist_above,
+            gemm_first=passes % 2 == 1,
         )
         for key in ("read", "l1", "l2", "gemm"):
-            t[key] = min(t[key], run[key])
+            best[key] = [min(a, b) for a, b in zip(best.get(key, run[key]), run[key])]
         if run["cdist"] is not None:
-            t["cdist"] = run["cdist"]
+            cdist = sum(run["cdist"])
         l1, l2 = acc.result()
         s = time.perf_counter()
         result = mmd_from_distances(l1, l2, n, n_params=d)
         sync(device)
-        t["kernels"] = min(t["kernels"], time.perf_counter() - s)
+        kernels = min(kernels, time.perf_counter() - s)
+        passes += 1
+    t = {key: sum(values) for key, values in best.items()}
+    t.update({"kernels": kernels, "cdist": cdist, "passes": passes})
     if args.pvalue:
         s = time.perf_counter()
         mmd_from_distances(l1, l2, n, pvalue=True, config=AggTestConfig())
@@ -198,6 +220,7 @@ def worker(args) -> dict:
         {
             "matmul_gflops": gflops,
             "repeats": args.repeats,
+            "blocks": len(best["l2"]),
             "device": device,
             "d": d,
             "n": n,
@@ -312,8 +335,27 @@ def check(name: str, value, ok_if_below: bool) -> str:
     return f"{value:.2f} {'ok' if good else 'MISS'}"
 
 
-def report(rows: list[dict], gflops: dict, estimate: dict) -> str:
-    lines = []
+def cpu_model() -> str:
+    """lscpu's model name and the core count: which CPU the figures come from."""
+    model = "unknown CPU"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next(
+            (x.split(":", 1)[1].strip() for x in out.splitlines() if x.startswith("Model name")),
+            model,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def load_average() -> float:
+    """The 1-minute load average (how busy the shared machine was), NaN where unknown."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+
+
+def report(rows: list[dict], gflops: dict, estimate: dict, cpu: str) -> str:
+    lines = [f"CPU: {cpu}"]
     for device, rate in gflops.items():
         lines.append(
             f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
@@ -426,6 +468,7 @@ def main(argv=None) -> int:
     if args.worker:
         print(json.dumps(worker(args)))
         return 0
+    load_at_start = load_average()
     gflops = {device: matmul_gflops(device) for device in args.device}
     rows = []
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="mmd-bench-") as tmp:
@@ -434,7 +477,11 @@ def main(argv=None) -> int:
                 print(f"d={d} on {device} ...", file=sys.stderr, flush=True)
                 rows.append(run_dimension(d, device, args, Path(tmp)))
     estimate = resnet18_estimate(rows)
-    text = report(rows, gflops, estimate)
+    cpu = (
+        f"{cpu_model()}; load average {load_at_start:.2f} at the start, "
+        f"{load_average():.2f} at the end"
+    )
+    text = report(rows, gflops, estimate, cpu)
     print(text)
     out = (
         Path(args.json)
@@ -447,6 +494,7 @@ def main(argv=None) -> int:
             {
                 "args": {k: v for k, v in vars(args).items() if k not in ("target", "method")},
                 "cpu_count": os.cpu_count(),
+                "cpu": cpu,
                 "matmul_gflops": gflops,
                 "rows": rows,
                 "verdicts": [verdicts(r) for r in rows],

@@ -18,6 +18,7 @@ from symbnn.mmd import (
     two_sample_mmd,
 )
 from symbnn.mmd.aggtest import group_indicators, mmdagg_test, permuted_statistics
+from symbnn.mmd.distances import PooledDistances, _centre_into
 from symbnn.mmd.kernels import (
     _block_sums_cpu,
     _expm1_scaled,
@@ -112,6 +113,29 @@ def test_distance_matrices_match_cdist_and_centring_saves_float32():
     assert (
         np.max(np.abs((l2.numpy() + eye) / (cdist(truth, truth, "sqeuclidean") + eye) - 1)) < 1e-4
     )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_centring_kernel_matches_numpy_in_any_number_of_row_bands(dtype):
+    # The L2 part centres each block with its own kernel; the small blocks of the other tests
+    # take its one-thread path, so the row bands of the threaded path are checked here.
+    block = (3.0 + np.random.default_rng(4).standard_normal((37, 53))).astype(dtype)
+    want = block - block.mean(axis=0, dtype=np.float64).astype(dtype)
+    for parts in (1, 2, 3, 40):
+        out = np.full_like(block, np.nan)
+        _centre_into(block, out, parts)
+        # the same float64 sums in another order: the means agree to rounding
+        atol = 4 * np.finfo(dtype).eps * np.abs(block).max()
+        np.testing.assert_allclose(out, want, rtol=0, atol=atol)
+    # one scratch buffer serves the blocks of a layer, whatever their widths and dtypes
+    acc = PooledDistances(37, "cpu")
+    first = acc._scratch_like(block)
+    assert np.shares_memory(first, acc._scratch_like(block[:, :11]))  # narrower: reused
+    for width, kind in ((11, dtype), (53, np.float64), (40, np.float32)):
+        part = block[:, :width].astype(kind)
+        centred = acc._scratch_like(part)
+        assert centred.shape == part.shape and centred.dtype == part.dtype
+        assert centred.flags.c_contiguous
 
 
 def test_torch_backend_matches_numba_backend():
