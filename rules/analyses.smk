@@ -4,7 +4,8 @@
 # symmetrised VI by width and barriers over pairs of MLPs on the packaged digits. All but
 # the permutation frequency and the marginals of an experiment's own target posterior stand
 # apart from the experiments; the permutation frequency trains a few networks with an
-# experiment's data, model and recipe.
+# experiment's data, model and recipe (a ResNet-18 only where the experiment has GPUs, with
+# its `compute` resources).
 
 
 rule analyses:
@@ -149,11 +150,12 @@ rule permutation_frequency:
         f"{RESULTS}/{{experiment}}/benchmarks/permutation_frequency.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: 1
+    threads: permutation_frequency_resource("threads")
     resources:
-        mem_mb=2000,
-        runtime=60,
-        gpu=compute("gpus"),
+        mem_mb=permutation_frequency_resource("mem_mb"),
+        runtime=permutation_frequency_resource("runtime"),
+        gpu=permutation_frequency_resource("gpu"),
+        cpus_per_gpu=permutation_frequency_resource("cpus_per_gpu"),
         slurm_partition=train_partition,
     params:
         settings=analysis_params("permutation_frequency"),
@@ -224,7 +226,7 @@ rule symmetrised_vi_widths:
     params:
         settings=analysis_params("symmetrised_vi_widths"),
     message:
-        "Mean-field vs symmetrised VI on MLPs of several widths on the packaged digits, against a deep ensemble"
+        "Mean-field vs symmetrised VI on MLPs of several widths, against a deep ensemble"
     script:
         "../workflow_scripts/symmetrised_vi_widths.py"
 

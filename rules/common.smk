@@ -218,15 +218,52 @@ def method_variants(experiment):
 
 
 def alignment_targets():
-    """Barrier table and plot for every experiment with two target networks or more."""
+    """Barrier tables and plots for every experiment with two target networks or more, and
+    for its pairs of VI posteriors where `alignment.variational` is set."""
     targets = []
     for experiment in RUN:
-        if EXPERIMENTS[experiment].posterior.n_samples >= 2:
+        settings = EXPERIMENTS[experiment]
+        if settings.posterior.n_samples >= 2:
             targets += [
                 f"{RESULTS}/{experiment}/report/alignment_barrier.md",
                 f"{RESULTS}/{experiment}/report/alignment_interpolation.png",
             ]
+        if settings.alignment.variational is not None:
+            targets += [
+                f"{RESULTS}/{experiment}/report/variational_barriers.md",
+                f"{RESULTS}/{experiment}/report/variational_interpolation.png",
+            ]
     return targets
+
+
+def alignment_params(wildcards):
+    """What the barriers along the paths depend on (the VI fits' settings reach the
+    variational barriers through their fit files)."""
+    settings = experiment_of(wildcards).alignment.to_dict()
+    return {k: v for k, v in settings.items() if k != "variational"}
+
+
+def variational_samples(wildcards):
+    return experiment_of(wildcards).alignment.variational.samples
+
+
+def variational_fit_params(wildcards):
+    """What one VI fit depends on besides the experiment's data, model and recipe."""
+    experiment = experiment_of(wildcards)
+    variational = experiment.alignment.variational
+    return {
+        "bnn": variational.bnn.to_dict(),
+        "min_accuracy": experiment.posterior.min_accuracy,
+        "retries": variational.retries,
+    }
+
+
+def variational_fit_files(wildcards):
+    variational = experiment_of(wildcards).alignment.variational
+    return [
+        f"{RESULTS}/{wildcards.experiment}/alignment/variational/{seed}.pt"
+        for seed in variational.seeds()
+    ]
 
 
 def mode_count_inputs(wildcards):
@@ -252,6 +289,17 @@ def analysis_params(name):
     """Params of an analysis: its resolved settings (the rule runs only when it is on)."""
     section = getattr(SETTINGS.analyses, name)
     return section.to_dict() if section is not False else {}
+
+
+def permutation_frequency_resource(key):
+    """Resource function: `key` of an experiment's permutation-frequency job (one core for a
+    small model, the experiment's `compute` section for a ResNet-18)."""
+
+    def resource(wildcards):
+        resources = symbnn.analyses.plan.permutation_frequency_resources
+        return resources(SETTINGS, wildcards.experiment)[key]
+
+    return resource
 
 
 # ---- released checkpoints (rules/checkpoints.smk): which experiments import, not train

@@ -66,6 +66,32 @@ def write_cifar100(root: Path, n_train: int, n_test: int, seed: int = 0) -> dict
     return written
 
 
+def write_cifar10(root: Path, n_train: int, n_test: int, seed: int = 0) -> dict:
+    """root/cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}: pickled dicts as in
+    the real archive (rows of 3072 bytes, R, G, B planes of 32x32; `labels`); the training
+    images are spread over the five batches in order."""
+    rng = np.random.default_rng(seed)
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    written = {}
+    for split, n in (("train", n_train), ("test", n_test)):
+        data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+        labels = [int(i * 3 % 10) for i in range(n)]
+        written[split] = (data, labels)
+        names = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+        for name, rows in zip(names, np.array_split(np.arange(n), len(names))):
+            entry = {
+                "batch_label": name,
+                "labels": [labels[i] for i in rows],
+                "data": data[rows],
+                "filenames": [f"img_{i}.png" for i in rows],
+            }
+            (folder / name).write_bytes(pickle.dumps(entry, protocol=2))
+    meta = {"label_names": [f"class_{i}" for i in range(10)], "num_vis": 3072}
+    (folder / "batches.meta").write_bytes(pickle.dumps(meta, protocol=2))
+    return written
+
+
 def write_svhn(root: Path, split: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """root/<split>_32x32.mat with X (32, 32, 3, N) uint8 and y (N, 1) labels 1..10 (10 = digit 0)."""
     from scipy.io import savemat

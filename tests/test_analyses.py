@@ -1,6 +1,7 @@
 """The paper's further analyses: toy posterior, permutation frequency, marginals."""
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 from scipy.stats import kendalltau
@@ -68,12 +69,22 @@ def test_permutation_taus_see_a_swap_of_units_and_nothing_else(one_torch_thread)
     swapped = apply_permutations(state, sym, swap)
     series = {k: torch.cat([state[k], state[k], swapped[k]]) for k in state}
     taus = {
-        k: pf.consecutive_tau(p).numpy() for k, p in pf.sorting_permutations(series, spec).items()
+        k: pf.consecutive_tau(p).numpy() for k, p in pf.sorting_permutations(series, sym).items()
     }
     assert set(taus) == {(key, g) for key in pf.KEYS for g in ("layers.0", "layers.1")}
     for key in pf.KEYS:
         assert taus[(key, "layers.0")][0] == 1.0 and taus[(key, "layers.0")][1] < 1.0
         np.testing.assert_array_equal(taus[(key, "layers.1")], [1.0, 1.0])
+
+
+def test_consecutive_tau_in_blocks_equals_tau_in_one_go(monkeypatch):
+    g = torch.Generator().manual_seed(5)
+    perms = torch.stack([torch.randperm(9, generator=g) for _ in range(11)])
+    r = pf.ranks(perms)
+    whole = pf.kendall_tau(r[:-1], r[1:])
+    monkeypatch.setattr(pf, "TAU_BLOCK", 3 * 81)  # 3 snapshot pairs a block, the last one short
+    torch.testing.assert_close(pf.consecutive_tau(perms), whole, rtol=0, atol=0)
+    assert pf.consecutive_tau(perms[:1]).shape == (0,)
 
 
 # ---------------------------------------------------------------- permutation frequency
@@ -122,6 +133,96 @@ def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
     # the same seed retrains to the same snapshots
     again, _ = pf.run_frequency({"name": "optunet"}, recipe, train, settings)
     assert again.equals(table)
+
+
+def test_snapshots_canonicalised_in_chunks_give_the_same_permutations(
+    one_torch_thread, monkeypatch
+):
+    from symbnn.data import load_dataset
+
+    train = load_dataset("digits", "train", "data").subset(slice(0, 96))
+    recipe = Recipe(epochs=2, batch_size=16, lr=0.1, momentum=0.9)
+    spec, sym = {"name": "optunet"}, unit_groups({"name": "optunet"})
+    whole, steps, _, _ = pf.run_permutations(spec, recipe, train, 0, 2, sym)
+    monkeypatch.setattr(pf, "CHUNK_BYTES", 1)  # one snapshot per chunk
+    chunked, chunked_steps, _, _ = pf.run_permutations(spec, recipe, train, 0, 2, sym)
+    np.testing.assert_array_equal(chunked_steps, steps)
+    assert steps.tolist() == [0, 2, 4, 6, 8, 10, 12]
+    assert whole.keys() == chunked.keys()
+    for k in whole:
+        assert whole[k].shape == (7, sym.group(k[1]).width) and torch.equal(chunked[k], whole[k])
+    # some unit moved in 12 steps at lr 0.1, so the comparison is not between constants
+    assert any((p != p[:1]).any() for p in whole.values())
+
+
+RESNET = {"name": "resnet18", "num_classes": 3}
+RESNET_GROUPS = {f"layer{s}{b}" for s in range(1, 5) for b in ("", ".0", ".1")}
+
+
+def tiny_images(n, seed=0):
+    """n random 3 x 8 x 8 images of 3 classes: enough for a few ResNet-18 steps."""
+    from symbnn.data.core import ImageData
+
+    g = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (n, 3, 8, 8), dtype=torch.uint8, generator=g)
+    return ImageData(images, torch.arange(n) % 3, 3, (0.5,) * 3, (0.25,) * 3, "noise")
+
+
+def test_run_frequency_on_a_few_steps_of_resnet18(one_torch_thread, monkeypatch, tmp_path):
+    train = tiny_images(12)
+    recipe = Recipe(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
+    settings = PermutationFrequency(runs=1, every_k_steps=1)
+    snapshot = sum(
+        t.numel() * t.element_size() for t in build_seeded_model(RESNET, 0).state_dict().values()
+    )
+    monkeypatch.setattr(pf, "CHUNK_BYTES", 2 * snapshot)  # 4 snapshots in 2 chunks
+    table, perms = pf.run_frequency(RESNET, recipe, train, settings, test=train, min_accuracy=0.0)
+    # 3 steps: snapshots 0..3, 3 consecutive pairs per key and unit group
+    assert set(table["group"].to_list()) == RESNET_GROUPS
+    assert table.height == 2 * 12 * 3 and sorted(set(table["step"].to_list())) == [1, 2, 3]
+    assert table["tau"].is_finite().all() and table["tau"].is_between(-1, 1).all()
+    assert perms.height == 2 * 12 * 4
+    widths = {"layer1": 64, "layer2": 128, "layer3": 256, "layer4": 512}
+    for row in perms.filter(pl.col("key") == "first").iter_rows(named=True):
+        assert sorted(row["perm"]) == list(range(widths[pf.stage_of(row["group"])]))
+    # the curve: the mean over all 12 groups, and per stage over its stream and two blocks
+    curve = pf.mean_tau(table)
+    assert curve.height == 2 * 3
+    stages = [f"mean_tau_layer{s}" for s in range(1, 5)]
+    assert curve.columns[-4:] == stages
+    step = table.filter((pl.col("key") == "max") & (pl.col("step") == 2))
+    row = curve.filter((pl.col("key") == "max") & (pl.col("step") == 2)).row(0, named=True)
+    assert row["mean_tau"] == pytest.approx(step["tau"].mean())
+    layer3 = step.filter(pl.col("group").str.starts_with("layer3"))["tau"]
+    assert layer3.len() == 3 and row["mean_tau_layer3"] == pytest.approx(layer3.mean())
+    assert pf.summary(table, []).height == 2 * 12
+    pf.frequency_figure(curve, [], tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_tau_is_exactly_one_while_the_weights_do_not_move(one_torch_thread):
+    """At learning rate 0 no weight moves, though BatchNorm's running statistics do: no unit
+    changes place."""
+    recipe = Recipe(epochs=1, batch_size=4, lr=0.1)
+    object.__setattr__(recipe, "lr", 0.0)  # not a valid setting: forced to freeze the weights
+    sym = unit_groups(RESNET)
+    perms, steps, _, model = pf.run_permutations(RESNET, recipe, tiny_images(8), 0, 1, sym)
+    assert steps.tolist() == [0, 1, 2]
+    initial = build_seeded_model(RESNET, 0)
+    assert torch.equal(model.layer2[0].conv1.weight, initial.layer2[0].conv1.weight)
+    assert not torch.equal(model.bn1.running_mean, initial.bn1.running_mean)
+    assert {group for _, group in perms} == RESNET_GROUPS
+    for p in perms.values():
+        np.testing.assert_array_equal(pf.consecutive_tau(p).numpy(), [1.0, 1.0])
+
+
+def test_stages_are_read_from_resnet_group_names_only():
+    assert [pf.stage_of(g) for g in ("layer1", "layer2.0", "layer4.1")] == [
+        "layer1",
+        "layer2",
+        "layer4",
+    ]
+    assert [pf.stage_of(g) for g in ("layers.0", "conv1", "fc1")] == [None, None, None]
 
 
 # ---------------------------------------------------------------- stacked MLP trainer
@@ -437,3 +538,55 @@ def test_plan_lists_the_targets_and_skips_analyses_set_to_false():
         "results/a/report/posterior_marginals.md",
     ]
     assert off.analyses.marginals.epochs == 3 and not off.analyses.enabled("toy")
+
+
+def test_resnet18_gets_figure_4_only_where_its_experiment_has_gpus():
+    from symbnn.analyses import plan
+
+    def experiment(model, gpus):
+        return {
+            "data": {"train": "cifar100", "ood": "svhn"},
+            "model": model,
+            "recipe": {"epochs": 10, "batch_size": 128, "lr": 0.1},
+            "posterior": {"n_samples": 2, "shard_size": 1},
+            "compute": {"gpus": gpus, "threads": 8, "mem_mb": 16000, "runtime_min": 240},
+        }
+
+    resnet = {"name": "resnet18", "num_classes": 100}
+    experiments = {
+        "gpu": experiment(resnet, 1),
+        "cpu": experiment(resnet, 0),
+        "small": experiment({"name": "optunet"}, 1),
+    }
+    config = config_from_mapping({"run": ["cpu", "gpu", "small"], "experiments": experiments})
+    assert plan.permutation_frequency_experiments(config) == ["gpu", "small"]
+    targets = plan.targets(config)
+    assert "results/gpu/report/permutation_frequency.png" in targets
+    assert not any(t.startswith("results/cpu/") for t in targets)
+    # the ResNet-18 job is the experiment's training job, once per run (4 by default)
+    assert plan.permutation_frequency_resources(config, "gpu") == {
+        "threads": 8,
+        "mem_mb": 16000,
+        "runtime": 4 * 240,
+        "gpu": 1,
+        "cpus_per_gpu": 8,
+    }
+    assert plan.permutation_frequency_resources(config, "small") == {
+        "threads": 1,
+        "mem_mb": 2000,
+        "runtime": 60,
+        "gpu": 1,
+        "cpus_per_gpu": 1,
+    }
+    shorter = config_from_mapping(
+        {
+            "run": ["gpu"],
+            "experiments": experiments,
+            "analyses": {"permutation_frequency": {"runs": 2, "epochs": 5}},
+        }
+    )
+    assert plan.permutation_frequency_resources(shorter, "gpu")["runtime"] == 2 * 240 // 2
+    off = config_from_mapping(
+        {"run": ["gpu"], "experiments": experiments, "analyses": {"permutation_frequency": False}}
+    )
+    assert plan.permutation_frequency_experiments(off) == []

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from symbnn.analyses.barrier_statistics import accuracy_barrier, curve_rows, summary
+from symbnn.alignment.pairs import accuracy_barrier, curve_rows, summary
 
 
 def test_accuracy_barrier_is_the_largest_drop_below_the_endpoints_line():

@@ -10,6 +10,7 @@ import pytest
 import torch
 from fake_datasets import (
     tiny_grey,
+    write_cifar10,
     write_cifar100,
     write_dtd,
     write_mnist_like,
@@ -145,6 +146,25 @@ def test_cifar100(tmp_path):
 def test_cifar100_missing_folder_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "cifar-100-python"))):
         load_dataset("cifar100", "test", tmp_path)
+
+
+def test_cifar10_batches_in_order(tmp_path):
+    written = write_cifar10(tmp_path, n_train=12, n_test=5)
+    for split, n in (("train", 12), ("test", 5)):
+        data = load_dataset("cifar10", split, tmp_path)
+        assert_image_data(data, n, (3, 32, 32), 10)
+        rows, labels = written[split]
+        assert torch.equal(data.images, torch.from_numpy(rows.reshape(n, 3, 32, 32)))
+        assert data.labels.tolist() == labels
+        assert data.mean == (0.4914, 0.4822, 0.4465)
+
+
+def test_cifar10_missing_batch_is_named(tmp_path):
+    write_cifar10(tmp_path, n_train=6, n_test=2)
+    (tmp_path / "cifar-10-batches-py" / "data_batch_3").unlink()
+    missing = tmp_path / "cifar-10-batches-py" / "data_batch_3"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+        load_dataset("cifar10", "test", tmp_path)
 
 
 # --- SVHN (.mat) ------------------------------------------------------------------------------

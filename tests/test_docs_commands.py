@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18")
+FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18", "cifar10-resnet20")
 
 
 def documented_commands():

@@ -306,10 +306,24 @@ def test_config_command_checks_and_prints_the_schema(capsys, tmp_path):
     from symbnn.cli import main
 
     assert main(["config", "check", str(REPO / "config.yaml")]) == 0
-    assert "OK (5 experiments" in capsys.readouterr().out
+    assert "OK (6 experiments" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("run: [x]\nexperiments: {}\n")
     assert main(["config", "check", str(bad)]) == 1
     assert "experiments: define at least one experiment" in capsys.readouterr().err
     assert main(["config", "schema"]) == 0
     assert '"$defs"' in capsys.readouterr().out
+
+
+def test_the_cluster_analyses_file_is_a_valid_full_size_override():
+    """slurm/analyses.yaml, added after config.yaml, gives full-size analyses on MNIST."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    override = yaml.safe_load((REPO / "profiles" / "slurm" / "analyses.yaml").read_text())
+    for name, section in override["analyses"].items():
+        config["analyses"][name] = {**config["analyses"][name], **section}
+    analyses = config_from_mapping(config, "config.yaml + slurm/analyses.yaml").analyses
+    small = load_config(REPO / "config.yaml").analyses
+    assert analyses.barrier_statistics.dataset == analyses.symmetrised_vi_widths.dataset == "mnist"
+    assert analyses.barrier_statistics.pairs > small.barrier_statistics.pairs
+    assert max(analyses.symmetrised_vi_widths.widths) > max(small.symmetrised_vi_widths.widths)
+    assert len(analyses.symmetrised_vi_widths.seeds) > len(small.symmetrised_vi_widths.seeds)

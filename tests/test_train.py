@@ -190,6 +190,16 @@ def test_init_draws_pytorch_default_ranges():
         init_parameters(torch.nn.Sequential(torch.nn.Bilinear(2, 2, 2)), torch.Generator())
 
 
+def test_resnet20_frn_init_is_seeded_and_starts_frn_at_identity():
+    spec = {"name": "resnet20_frn_silu", "num_classes": 10, "width": 4}
+    a, b = build_seeded_model(spec, 3), build_seeded_model(spec, 3)
+    assert all(torch.equal(pa, pb) for pa, pb in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(a.conv1.weight, build_seeded_model(spec, 4).conv1.weight)
+    frn = a.layer2[0].bn1
+    assert torch.equal(frn.gamma, torch.ones_like(frn.gamma))
+    assert not frn.beta.any() and not frn.tau.any()
+
+
 def test_streams_are_distinct_and_reproducible():
     draws = {
         (s, stream): torch.rand(4, generator=seed_generator(s, stream))

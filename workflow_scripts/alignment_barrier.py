@@ -1,10 +1,14 @@
-"""Rule alignment_barrier: two target networks, the loss along the path between them without
-and with alignment (weight matching), the barrier table and the interpolation plot."""
+"""Rule alignment_barrier: pairs of converged target networks, the loss and accuracy along
+the path between each pair without and with alignment (weight matching); the per-pair
+barriers, their summary over pairs and the interpolation plot."""
 
+import polars as pl
 import torch
 
 from symbnn.alignment.figures import interpolation_figure
+from symbnn.alignment.pairs import converged_pairs, pair_rows, report_table
 from symbnn.alignment.stores import converged_pair, store_barriers
+from symbnn.device import resolve_device
 from symbnn.jobenv import environment
 from symbnn.posterior import converged_rows
 from symbnn.report.tables import write_table
@@ -14,27 +18,45 @@ from symbnn.settings import Alignment
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
+    env = environment(snakemake)
     store = snakemake.input.store
-    row_a, row_b = converged_pair(store, converged_rows(snakemake.input.converged))
     options = Alignment.parse(snakemake.params.alignment, "alignment")
-    curves, barriers = store_barriers(
-        store,
-        store,
-        row_a=row_a,
-        row_b=row_b,
-        data_root=environment(snakemake).data_root,
-        splits=options.splits,
-        points=options.points,
-        bn_batches=options.bn_batches,
-        max_sweeps=options.max_sweeps,
+    converged = converged_rows(snakemake.input.converged)
+    pairs = (
+        [converged_pair(store, converged)]
+        if options.pairs == 1
+        else converged_pairs(converged, options.pairs, store)
     )
-    barriers = barriers.with_columns(row_a=row_a, row_b=row_b)
+    curves = []
+    for pair, (row_a, row_b) in enumerate(pairs):
+        curve, _ = store_barriers(
+            store,
+            store,
+            row_a=row_a,
+            row_b=row_b,
+            data_root=env.data_root,
+            splits=options.splits,
+            points=options.points,
+            bn_batches=options.bn_batches,
+            max_sweeps=options.max_sweeps,
+            device=resolve_device(env.device),
+        )
+        curves.append(curve.with_columns(pair=pl.lit(pair), row_a=row_a, row_b=row_b))
+        print(f"pair {pair}: networks {row_a} and {row_b}")
+    curves = pl.concat(curves)
+    rows = pair_rows(curves, "sgd").join(
+        curves.select("pair", "row_a", "row_b").unique(), on="pair", how="left"
+    )
     write_table(curves, snakemake.output.curves)
-    write_table(barriers, snakemake.output.table)
-    write_table(barriers, snakemake.output.html)
-    interpolation_figure(
-        curves,
-        snakemake.output.figure,
-        title=f"{snakemake.wildcards.experiment}: target networks {row_a} and {row_b}",
+    write_table(rows, snakemake.output.pairs)
+    table = report_table(rows)
+    write_table(table, snakemake.output.table)
+    write_table(table, snakemake.output.html)
+    experiment = snakemake.wildcards.experiment
+    title = (
+        f"{experiment}: target networks {pairs[0][0]} and {pairs[0][1]}"
+        if len(pairs) == 1
+        else f"{experiment}: {len(pairs)} pairs of target networks"
     )
-    print(barriers)
+    interpolation_figure(curves, snakemake.output.figure, title=title)
+    print(table)

@@ -3,6 +3,7 @@ MLPs on the packaged digits, before and after alignment; the per-pair table and 
 
 import torch
 
+from symbnn.alignment.pairs import summary
 from symbnn.analyses import barrier_statistics
 from symbnn.jobenv import environment
 from symbnn.report.tables import write_table
@@ -14,8 +15,8 @@ torch.set_num_threads(snakemake.threads)
 with log_to(snakemake.log[0]):
     settings = BarrierStatistics.parse(snakemake.params.settings, "analyses.barrier_statistics")
     table = barrier_statistics.barrier_pairs(settings, environment(snakemake).data_root)
-    summary = barrier_statistics.summary(table)
+    stats = summary(table)
     write_table(table, snakemake.output.pairs)
-    write_table(summary, snakemake.output.table)
-    write_table(summary, snakemake.output.html)
-    print(summary)
+    write_table(stats, snakemake.output.table)
+    write_table(stats, snakemake.output.html)
+    print(stats)

@@ -6,10 +6,9 @@ import torch
 
 from symbnn.jobenv import environment
 from symbnn.methods.registry import settings_class
-from symbnn.methods.sampling import fit_block, problem_for, save_fits
+from symbnn.methods.sampling import fit_block, job_problem, save_fits
 from symbnn.posterior import converged_rows
 from symbnn.runlog import log_to
-from symbnn.settings import Data, Recipe
 
 torch.set_num_threads(snakemake.threads)
 
@@ -20,16 +19,7 @@ with log_to(snakemake.log[0]):
         snakemake.params.training,
         snakemake.params.fit,
     )
-    problem = problem_for(
-        Data.parse(training["data"], "data"),
-        training["model"],
-        Recipe.parse(training["recipe"], "recipe"),
-        env.data_root,
-        env.download,
-        env.device,
-        fit.get("min_accuracy", 0.0),
-        fit.get("retries", 0),
-    )
+    problem = job_problem(training, env, fit.get("min_accuracy", 0.0), fit.get("retries", 0))
     fits = fit_block(
         problem,
         method,

@@ -66,14 +66,14 @@ def lerp_state(
 
 @torch.no_grad()
 def evaluate_logits(
-    model: nn.Module, data: Data, batch_size: int = 1000
+    model: nn.Module, data: Data, batch_size: int = 1000, device: torch.device | str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits, labels) of the whole set, eval mode."""
+    """(logits, labels) of the whole set, eval mode, on the CPU; ``model`` is on ``device``."""
     model.eval()
     dtype = next(model.parameters()).dtype
     outs, labels = [], []
     for x, y in batches(data, batch_size):
-        outs.append(model(x.to(dtype)))
+        outs.append(model(x.to(device, dtype)).cpu())
         labels.append(y)
     return torch.cat(outs), torch.cat(labels)
 
@@ -102,10 +102,12 @@ def network_curve(
     reset_bn: bool | None = None,
     reset_data: Data | None = None,
     bn_batches: int = Alignment().bn_batches,
+    device: torch.device | str = "cpu",
 ) -> pl.DataFrame:
-    """One row per (t, split): loss (mean cross-entropy) and accuracy of theta(t).
-    ``reset_bn`` None: reset when the model has BatchNorm and ``reset_data`` is given."""
-    model = build_model(spec)
+    """One row per (t, split): loss (mean cross-entropy) and accuracy of theta(t), evaluated
+    on ``device``. ``reset_bn`` None: reset when the model has BatchNorm and ``reset_data`` is
+    given."""
+    model = build_model(spec).to(device)
     bn = bool(batchnorm_layers(model))
     if reset_bn is None:
         reset_bn = bn and reset_data is not None
@@ -120,11 +122,14 @@ def network_curve(
             dtype = next(model.parameters()).dtype
             refresh_batchnorm(
                 model,
-                (x.to(dtype) for x, _ in islice(batches(reset_data, BN_BATCH_SIZE), bn_batches)),
+                (
+                    x.to(device, dtype)
+                    for x, _ in islice(batches(reset_data, BN_BATCH_SIZE), bn_batches)
+                ),
                 size_weighted=False,
             )
         for split, data in sets.items():
-            loss, acc = loss_and_accuracy(*evaluate_logits(model, data))
+            loss, acc = loss_and_accuracy(*evaluate_logits(model, data, device=device))
             rows.append({"t": float(t), "split": split, "loss": loss, "accuracy": acc})
     return pl.DataFrame(rows)
 
@@ -140,12 +145,14 @@ def gaussian_curve(
     sets: Mapping[str, Data],
     samples: int = SymmetrisedVi().alignment_samples,
     seed: int = 0,
+    device: torch.device | str = "cpu",
 ) -> pl.DataFrame:
     """One row per (t, split) along the path between two mean-field Gaussians: expected loss
-    (loss), predictive accuracy and predictive NLL, from ``samples`` common-noise draws."""
+    (loss), predictive accuracy and predictive NLL, from ``samples`` common-noise draws,
+    evaluated on ``device``."""
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    model = build_model(spec)
+    model = build_model(spec).to(device)
     gen = torch.Generator().manual_seed(seed)
     noise = [
         {
@@ -168,7 +175,7 @@ def gaussian_curve(
                 }
             )
             for split, data in sets.items():
-                logits, labels[split] = evaluate_logits(model, data)
+                logits, labels[split] = evaluate_logits(model, data, device=device)
                 logits_by_split[split].append(logits.double())
         for split in sets:
             stack = torch.stack(logits_by_split[split])  # (S, N, C)

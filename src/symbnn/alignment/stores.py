@@ -125,14 +125,15 @@ def interpolation_curves(
     reset_data=None,
     bn_batches: int = ALIGNMENT.bn_batches,
     max_sweeps: int = ALIGNMENT.max_sweeps,
+    device: torch.device | str = "cpu",
 ) -> pl.DataFrame:
     """Curves of theta(t) between A and B as stored ("none") and after aligning B to A
-    ("weight_matching"), stacked with an ``alignment`` column."""
+    ("weight_matching"), stacked with an ``alignment`` column; evaluated on ``device``."""
     aligned, _ = align_state(a, b, unit_groups(spec), max_sweeps)
     ts = grid(points)
     parts = [
         network_curve(
-            spec, a, other, ts, sets, reset_data=reset_data, bn_batches=bn_batches
+            spec, a, other, ts, sets, reset_data=reset_data, bn_batches=bn_batches, device=device
         ).with_columns(pl.lit(name).alias("alignment"))
         for name, other in (("none", b), ("weight_matching", aligned))
     ]
@@ -146,7 +147,6 @@ def data_sets(
     download: bool = False,
 ):
     """The experiment's (train, test) data named by the store's ``data`` attribute."""
-    from symbnn.data.experiment import load_in_distribution
     from symbnn.settings import ConfigError, Data
 
     data_cfg = store.attrs.get("data")
@@ -159,11 +159,20 @@ def data_sets(
         data = Data.parse(data_cfg, "data")
     except ConfigError as exc:
         raise StoreError(f"{store.path}: attribute {exc}") from None
-    train, test = load_in_distribution(data, data_root, download)
-    every = {"train": train, "test": test}
-    unknown = set(splits) - set(every)
+    return evaluation_sets(data, data_root, splits, download)
+
+
+def evaluation_sets(
+    data, data_root: str | os.PathLike, splits: tuple[str, ...], download: bool = False
+):
+    """({split: data} for the barrier's splits, the training set) of an experiment's `data`."""
+    from symbnn.data.experiment import load_in_distribution
+
+    unknown = set(splits) - {"train", "test"}
     if unknown:
         raise ValueError(f"unknown split(s) {sorted(unknown)} (known: train, test)")
+    train, test = load_in_distribution(data, data_root, download)
+    every = {"train": train, "test": test}
     return {s: every[s] for s in splits}, train
 
 
@@ -178,6 +187,7 @@ def store_barriers(
     points: int = ALIGNMENT.points,
     bn_batches: int = ALIGNMENT.bn_batches,
     max_sweeps: int = ALIGNMENT.max_sweeps,
+    device: torch.device | str = "cpu",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(curves, barriers) between network ``row_a`` of A and ``row_b`` of B, without and
     with alignment, on the data of A's ``data`` attribute; BatchNorm statistics re-estimated
@@ -194,6 +204,7 @@ def store_barriers(
         reset_data=train,
         bn_batches=bn_batches,
         max_sweeps=max_sweeps,
+        device=device,
     )
     return curves, barrier_table(curves)
 

@@ -30,11 +30,11 @@ import polars as pl
 import torch
 
 from symbnn.alignment import align_gaussian, align_state
-from symbnn.alignment.interpolation import gaussian_curve, grid, loss_barrier, network_curve
-from symbnn.analyses.symmetrised_vi import gaussian_state
+from symbnn.alignment.interpolation import gaussian_curve, grid, network_curve
+from symbnn.alignment.pairs import curve_rows
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
-from symbnn.methods.bnn import MeanFieldBNN, noise_generator
+from symbnn.methods.bnn import MeanFieldBNN, gaussian_state, noise_generator
 from symbnn.settings import BarrierStatistics, Recipe
 from symbnn.symmetry import unit_groups
 from symbnn.train import train_seeds
@@ -42,8 +42,6 @@ from symbnn.train.evaluate import unstack
 from symbnn.train.loop import seed_batches
 from symbnn.train.seeding import build_seeded_model
 
-KINDS = ("sgd", "mean_field_vi")
-ALIGNMENTS = ("none", "weight_matching")
 State = dict[str, torch.Tensor]
 
 
@@ -60,34 +58,6 @@ def recipe(options: BarrierStatistics) -> Recipe:
         momentum=options.momentum,
         schedule="constant",
     )
-
-
-def accuracy_barrier(ts, accuracies) -> float:
-    """Largest drop of the accuracy below the line between its endpoints (>= 0)."""
-    t, acc = np.asarray(ts, dtype=float), np.asarray(accuracies, dtype=float)
-    return float(np.max((1 - t) * acc[0] + t * acc[-1] - acc))
-
-
-def curve_rows(curves: pl.DataFrame, **labels) -> list[dict]:
-    """One row per split of a curve table (columns t, split, loss, accuracy)."""
-    rows = []
-    for (split,), part in curves.sort("t").group_by(["split"], maintain_order=True):
-        ts, losses = part["t"].to_list(), part["loss"].to_list()
-        barrier = loss_barrier(ts, losses)
-        accuracies = part["accuracy"].to_list()
-        rows.append(
-            {
-                **labels,
-                "split": split,
-                "loss_barrier": barrier["barrier"],
-                "accuracy_barrier": accuracy_barrier(ts, accuracies),
-                "loss_a": barrier["loss_0"],
-                "loss_b": barrier["loss_1"],
-                "accuracy_a": float(accuracies[0]),
-                "accuracy_b": float(accuracies[-1]),
-            }
-        )
-    return rows
 
 
 def sgd_rows(
@@ -162,27 +132,3 @@ def barrier_pairs(options: BarrierStatistics, data_root: str | Path = "data") ->
     rows = sgd_rows(options, spec, data, curve_sets)
     rows += variational_rows(options, spec, data, curve_sets)
     return pl.DataFrame(rows)
-
-
-def summary(table: pl.DataFrame) -> pl.DataFrame:
-    """Mean, standard deviation, minimum and maximum over the pairs per (kind, alignment,
-    split); ``worst_endpoint_accuracy`` is the lowest accuracy of any trained network."""
-    stats = []
-    for column in ("loss_barrier", "accuracy_barrier"):
-        stats += [
-            pl.col(column).mean().alias(f"{column}_mean"),
-            pl.col(column).std().alias(f"{column}_std"),
-            pl.col(column).min().alias(f"{column}_min"),
-            pl.col(column).max().alias(f"{column}_max"),
-        ]
-    return (
-        table.group_by("kind", "alignment", "split", maintain_order=True)
-        .agg(
-            pl.len().alias("pairs"),
-            *stats,
-            pl.min_horizontal(pl.col("accuracy_a").min(), pl.col("accuracy_b").min()).alias(
-                "worst_endpoint_accuracy"
-            ),
-        )
-        .sort("kind", "split", "alignment")
-    )

@@ -3,11 +3,17 @@ rules only and the choices are testable without Snakemake)."""
 
 from __future__ import annotations
 
+import math
+
 from symbnn.settings import Config
 
 # architectures small enough to retrain a few times with snapshots, or to compare every pair
 # of their units across all networks (ResNet-18 is a cluster job)
 SMALL_MODELS = ("optunet", "mlp")
+
+# architectures whose permutation frequency (Figure 4) is measured only where the experiment
+# has GPUs: each run is one of the experiment's training jobs
+GPU_FREQUENCY_MODELS = ("resnet18",)
 
 
 def analyses_folder(config: Config) -> str:
@@ -20,9 +26,42 @@ def has_small_model(config: Config, experiment: str) -> bool:
 
 
 def permutation_frequency_experiments(config: Config) -> list[str]:
+    """Experiments of `run` that get Figure 4: every small model, and ResNet-18 where the
+    experiment has GPUs (a laptop run plans no ResNet training)."""
     if not config.analyses.enabled("permutation_frequency"):
         return []
-    return [name for name in config.run if has_small_model(config, name)]
+
+    def measured(name: str) -> bool:
+        experiment = config.experiments[name]
+        on_gpus = experiment.model.name in GPU_FREQUENCY_MODELS and experiment.compute.gpus > 0
+        return has_small_model(config, name) or on_gpus
+
+    return [name for name in config.run if measured(name)]
+
+
+def permutation_frequency_resources(config: Config, experiment: str) -> dict[str, int]:
+    """threads, mem_mb, runtime (minutes), gpu and cpus_per_gpu of an experiment's
+    permutation-frequency job. A small model's runs take minutes on one core; a large model's
+    job trains `runs` networks as the experiment's training jobs do (its `compute` section:
+    `runtime_min` per shard of `posterior.shard_size` networks, scaled by the analysis's
+    epochs). Seeds retried after a run that does not converge are not budgeted."""
+    settings = config.experiments[experiment]
+    compute = settings.compute
+    if has_small_model(config, experiment):
+        threads, mem_mb, runtime = 1, 2000, 60
+    else:
+        frequency = config.analyses.permutation_frequency
+        epochs = frequency.epochs or settings.recipe.epochs
+        networks = frequency.runs * epochs / settings.recipe.epochs
+        threads, mem_mb = compute.threads, compute.mem_mb
+        runtime = math.ceil(compute.runtime_min * networks / settings.posterior.shard_size)
+    return {
+        "threads": threads,
+        "mem_mb": mem_mb,
+        "runtime": runtime,
+        "gpu": compute.gpus,
+        "cpus_per_gpu": max(1, threads // compute.gpus) if compute.gpus else 0,
+    }
 
 
 def posterior_marginals_experiments(config: Config) -> list[str]:

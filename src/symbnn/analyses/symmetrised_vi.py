@@ -50,7 +50,7 @@ from torch.nn import functional as F
 
 from symbnn.alignment.interpolation import predictive_accuracy_nll
 from symbnn.analyses import stacked_mlp
-from symbnn.methods.bnn import MeanFieldBNN, log_normal
+from symbnn.methods.bnn import MeanFieldBNN, gaussian_state, log_normal
 from symbnn.settings import SymmetrisedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.symmetry.structure import Symmetry
@@ -337,15 +337,6 @@ def summary(table: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns(pl.lit(np.log(float(table["group_order"][0]))).alias("log_group_order"))
     )
-
-
-def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(means, standard deviations) of q as state dicts (buffers carry std 0)."""
-    mean = {k: v.detach().clone() for k, v in q.net.state_dict().items()}
-    std = {k: torch.zeros_like(v) for k, v in mean.items()}
-    for name, mu, sigma in zip(q.names, q.mu, q.sigmas()):
-        mean[name], std[name] = mu.detach().clone(), sigma.detach().clone()
-    return mean, std
 
 
 def variational_alignment_curves(options: SymmetrisedVi) -> pl.DataFrame:

@@ -72,12 +72,13 @@ LOG_2PI = math.log(2 * math.pi)
 
 
 def pooled_digits(
-    image_size: int, data_root: str | Path = "data"
+    image_size: int, data_root: str | Path = "data", dataset: str = "digits"
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """{split: (inputs (n, image_size^2), labels)}: normalised digits, average-pooled."""
+    """{split: (inputs (n, image_size^2), labels)}: normalised digits of ``dataset`` (the
+    packaged ones or MNIST), average-pooled."""
     out = {}
     for split in ("train", "test"):
-        data = load_dataset("digits", split, data_root)
+        data = load_dataset(dataset, split, data_root)
         images = data.normalize(data.images)
         images = F.adaptive_avg_pool2d(images, image_size) if image_size != 28 else images
         out[split] = (images.flatten(1), data.labels)
@@ -333,7 +334,7 @@ def reference_posterior(
 def compare(options: SymmetrisedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
     """One row per (width, family, seed), plus one ``reference`` row per width (the deep
     ensemble's own test metrics; its ELBO and MMD columns are null)."""
-    data = pooled_digits(options.image_size, data_root)
+    data = pooled_digits(options.image_size, data_root, options.dataset)
     x, y = data["train"]
     seeds = [int(s) for s in options.seeds]
     families = [f for f in FAMILIES for _ in seeds]

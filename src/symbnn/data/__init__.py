@@ -20,6 +20,7 @@ _LOADERS = {
     "natural_patches": "symbnn.data.packaged:load_natural_patches",
     "mnist": "symbnn.data.torchvision_sets:load_mnist",
     "fashionmnist": "symbnn.data.torchvision_sets:load_fashionmnist",
+    "cifar10": "symbnn.data.torchvision_sets:load_cifar10",
     "cifar100": "symbnn.data.torchvision_sets:load_cifar100",
     "svhn": "symbnn.data.torchvision_sets:load_svhn",
     "textures": "symbnn.data.torchvision_sets:load_textures",

@@ -2,6 +2,7 @@
 
     mnist         root/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte
     fashionmnist  root/FashionMNIST/raw/ (same file names)
+    cifar10       root/cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}
     cifar100      root/cifar-100-python/{train,test,meta}
     svhn          root/{train,test}_32x32.mat
     textures      root/dtd/dtd/{images/<class>/*.jpg, labels/{train,val,test}<partition>.txt}
@@ -29,15 +30,17 @@ from symbnn.data.tinyimagenet import load_image
 # usual training-set statistics of each dataset
 MNIST_STATS = ((0.1307,), (0.3081,))
 FASHIONMNIST_STATS = ((0.2860,), (0.3530,))
+CIFAR10_STATS = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 CIFAR100_STATS = ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 SVHN_STATS = ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))
 LUMA = (0.299, 0.587, 0.114)  # ITU-R 601, as PIL's convert("L")
 
 
-class _CIFAR100Files(datasets.CIFAR100):
-    """CIFAR100 that checks its files exist instead of hashing them on every load: torchvision
-    verifies the archive's md5 when download=True fetches it, and re-hashing 160 MB per load
-    costs time (and rejects the small files the tests write in the same format)."""
+class _CifarFiles:
+    """Mixin for torchvision's CIFAR classes that checks their files exist instead of hashing
+    them on every load: torchvision verifies the archive's md5 when download=True fetches it,
+    and re-hashing 160 MB per load costs time (and rejects the small files the tests write in
+    the same format)."""
 
     def _paths(self) -> list[Path]:
         names = [name for name, _ in self.train_list + self.test_list] + [self.meta["filename"]]
@@ -50,6 +53,14 @@ class _CIFAR100Files(datasets.CIFAR100):
         with open(Path(self.root) / self.base_folder / self.meta["filename"], "rb") as file:
             self.classes = pickle.load(file, encoding="latin1")[self.meta["key"]]
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+
+
+class _CIFAR10Files(_CifarFiles, datasets.CIFAR10):
+    pass
+
+
+class _CIFAR100Files(_CifarFiles, datasets.CIFAR100):
+    pass
 
 
 class _SVHNFiles(datasets.SVHN):
@@ -167,15 +178,27 @@ def load_fashionmnist(
     )
 
 
-def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
-    """CIFAR-100 fine labels: uint8 (3, 32, 32), 100 classes; 50,000 train / 10,000 test."""
+def _cifar(cls, dataset: str, split: str, root: Path, download: bool):
     train = _split_flag(split)
-    folder = Path(root) / _CIFAR100Files.base_folder
-    _require("cifar100", [folder / name for name in ("train", "test", "meta")], download)
-    ds = _CIFAR100Files(root, train=train, download=download)
+    probe = cls.__new__(cls)  # file names without loading anything
+    probe.root = str(root)
+    _require(dataset, probe._paths(), download)
+    ds = cls(root, train=train, download=download)
     images = torch.from_numpy(np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)))  # stored NHWC
     labels = torch.from_numpy(np.asarray(ds.targets, dtype=np.int64))
-    return _image_data(images, labels, len(ds.classes), CIFAR100_STATS, f"cifar100-{split}")
+    return images, labels, len(ds.classes)
+
+
+def load_cifar10(split: str, root: Path, download: bool = False) -> ImageData:
+    """CIFAR-10: uint8 (3, 32, 32), 10 classes; 50,000 train / 10,000 test."""
+    images, labels, classes = _cifar(_CIFAR10Files, "cifar10", split, root, download)
+    return _image_data(images, labels, classes, CIFAR10_STATS, f"cifar10-{split}")
+
+
+def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
+    """CIFAR-100 fine labels: uint8 (3, 32, 32), 100 classes; 50,000 train / 10,000 test."""
+    images, labels, classes = _cifar(_CIFAR100Files, "cifar100", split, root, download)
+    return _image_data(images, labels, classes, CIFAR100_STATS, f"cifar100-{split}")
 
 
 def load_svhn(

@@ -256,6 +256,15 @@ def mean_accuracy(bnn: MeanFieldBNN, test: ImageData, device: str) -> float:
     return accuracy(net, test, device)
 
 
+def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(means, standard deviations) of q as state dicts on the CPU (buffers carry std 0)."""
+    mean = {k: v.detach().cpu().clone() for k, v in q.net.state_dict().items()}
+    std = {k: torch.zeros_like(v) for k, v in mean.items()}
+    for name, mu, sigma in zip(q.names, q.mu, q.sigmas()):
+        mean[name], std[name] = mu.detach().cpu().clone(), sigma.detach().cpu().clone()
+    return mean, std
+
+
 def fit(problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
     """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
     network at q's means reaches the target's convergence threshold: its means, rhos and the
@@ -298,6 +307,7 @@ __all__ = [
     "cross_entropy_nll",
     "gaussian_nll",
     "MeanFieldBNN",
+    "gaussian_state",
     "noise_generator",
     "variational_model",
     "train_bnn",

@@ -45,6 +45,21 @@ def problem_for(
     return Problem(model, recipe, train, resolve_device(device), test, min_accuracy, retries)
 
 
+def job_problem(training: dict, env, min_accuracy: float = 0.0, retries: int = 0) -> Problem:
+    """`problem_for` from a workflow job's training params (data, model, recipe as dicts)
+    and its environment (data root, download, device)."""
+    return problem_for(
+        Data.parse(training["data"], "data"),
+        training["model"],
+        Recipe.parse(training["recipe"], "recipe"),
+        env.data_root,
+        env.download,
+        env.device,
+        min_accuracy,
+        retries,
+    )
+
+
 @dataclass
 class BlockFits:
     """The fits of one block of modes: mode indices, their pool seeds, what each fit holds."""

@@ -21,7 +21,14 @@ from symbnn.settings.analyses import (
 from symbnn.settings.base import ConfigError, Section
 from symbnn.settings.load import config_from_mapping, load_config
 from symbnn.settings.methods import Bnn, DeepEnsembles, Dropout, Laplace, Methods, Sghmc, Swag
-from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRemoval
+from symbnn.settings.stages import (
+    Alignment,
+    Collapse,
+    Metrics,
+    Mmd,
+    SymmetryRemoval,
+    VariationalPairs,
+)
 from symbnn.settings.training import (
     Compute,
     Data,
@@ -70,6 +77,7 @@ __all__ = [
     "SymmetrisedViWidths",
     "BarrierStatistics",
     "SymmetryRemoval",
+    "VariationalPairs",
     "Toy",
     "config_from_mapping",
     "load_config",

@@ -38,7 +38,7 @@ class Toy(Section):
 class PermutationFrequency(Section):
     DOC = (
         "Kendall's tau between consecutive sorting permutations during training (section 5.2), "
-        "for every OptuNet/MLP experiment of `run`"
+        "for every OptuNet/MLP experiment of `run` and every ResNet-18 one with GPUs"
     )
     runs: int = setting(4, "training runs", ge=1)
     first_seed: int = setting(0, "seed of the first run", ge=0)
@@ -106,7 +106,9 @@ class SymmetrisedViWidths(Section):
         "mean-field vs symmetrised VI on one-hidden-layer MLPs of several widths on the packaged "
         "digits (pooled images), against a deep-ensemble reference"
     )
-    dataset: Literal["digits"] = setting("digits", "the packaged MNIST digits")
+    dataset: Literal["digits", "mnist"] = setting(
+        "digits", "digits: the 5,000 packaged MNIST digits; mnist: MNIST under data_root"
+    )
     image_size: Literal[7, 14, 28] = setting(7, "images average-pooled to this many pixels a side")
     widths: tuple[int, ...] = setting(
         (4, 8, 16, 32, 64), "hidden widths H (|G| = H!)", ge=2, min_items=1, increasing=True
@@ -141,7 +143,9 @@ class BarrierStatistics(Section):
         "loss and accuracy barriers between pairs of MLPs on the packaged digits (SGD networks "
         "and mean-field VI posteriors), before and after alignment modulo permutations"
     )
-    dataset: Literal["digits"] = setting("digits", "the packaged MNIST digits")
+    dataset: Literal["digits", "mnist"] = setting(
+        "digits", "digits: the 5,000 packaged MNIST digits; mnist: MNIST under data_root"
+    )
     hidden: tuple[int, ...] = setting((64,), "hidden widths", ge=1, min_items=1)
     pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1)
     first_seed: int = setting(0, "seed of the first network", ge=0)

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Literal
 
 from symbnn.settings.base import Section, setting
+from symbnn.settings.methods import Bnn
 
 Split = Literal["train", "test"]
 
@@ -75,8 +76,35 @@ class Collapse(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class VariationalPairs(Section):
+    DOC = (
+        "pairs of mean-field VI posteriors (Bayes by backprop, each from its own seed, with "
+        "the experiment's model and data), aligned and compared like the networks"
+    )
+    pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1)
+    first_seed: int = setting(
+        2_000_000, "seed of the first fit (apart from the target's and the pool's seeds)", ge=0
+    )
+    samples: int = setting(8, "common-noise weight draws per point of a path", ge=1)
+    retries: int = setting(
+        5, "fresh seeds a fit may try until its means reach posterior.min_accuracy", ge=0
+    )
+    bnn: Bnn = setting(Bnn(), "the variational fits (as the BNN method's settings)")
+
+    def seeds(self) -> list[int]:
+        """The fits' seeds: pair i is (first_seed + 2i, first_seed + 2i + 1)."""
+        return list(range(self.first_seed, self.first_seed + 2 * self.pairs))
+
+
+@dataclasses.dataclass(frozen=True)
 class Alignment(Section):
-    DOC = "two target networks aligned modulo permutations, and the loss barrier between them"
+    DOC = (
+        "pairs of target networks (and, optionally, of VI posteriors) aligned modulo "
+        "permutations, and the loss and accuracy barriers between them"
+    )
+    pairs: int = setting(
+        1, "pairs of converged target networks (the 2i-th and (2i+1)-th converged ones)", ge=1
+    )
     points: int = setting(11, "points on the interpolation path, endpoints included", ge=2)
     splits: tuple[Split, ...] = setting(
         ("train", "test"), "sets the barrier is measured on", min_items=1, unique=True
@@ -85,3 +113,6 @@ class Alignment(Section):
         20, "training batches that re-estimate BatchNorm statistics at every t", ge=1
     )
     max_sweeps: int = setting(100, "coordinate-descent sweeps of weight matching at most", ge=1)
+    variational: VariationalPairs | None = setting(
+        None, "pairs of mean-field VI posteriors as well (none: the networks only)"
+    )

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from symbnn.settings.base import ConfigError, Section, setting, type_hints
 from symbnn.settings.checkpoints import Checkpoints
 
-TrainDataset = Literal["digits", "mnist", "fashionmnist", "cifar100", "tinyimagenet"]
+TrainDataset = Literal["digits", "mnist", "fashionmnist", "cifar10", "cifar100", "tinyimagenet"]
 OodDataset = Literal["natural_patches", "fashionmnist", "mnist", "svhn", "textures"]
 Schedule = Literal["constant", "multistep", "cosine"]
 

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from symbnn.models import build_model
+from symbnn.models.frn import FilterResponseNorm2d
 
 STREAMS = ("init", "order", "augment")
 
@@ -45,7 +46,8 @@ def _is_torchvision_resnet(model: nn.Module) -> bool:
 def init_parameters(model: nn.Module, generator: torch.Generator) -> nn.Module:
     """Redraw every parameter with the distribution its module's constructor uses, from
     `generator`: PyTorch's default for Linear/Conv (uniform, bound 1/sqrt(fan_in)), torchvision
-    ResNet's kaiming-normal (fan_out) convs, ones/zeros for normalisation layers. A module
+    ResNet's kaiming-normal (fan_out) convs, ones/zeros for normalisation layers (filter
+    response normalisation included). A module
     type with parameters not listed here raises, rather than keeping global-RNG weights."""
     conv_fan_out = _is_torchvision_resnet(model)
     for name, module in model.named_modules():
@@ -66,6 +68,9 @@ def init_parameters(model: nn.Module, generator: torch.Generator) -> nn.Module:
         elif isinstance(module, (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)):
             for tensor_name, tensor in own.items():
                 tensor.fill_(1.0 if tensor_name == "weight" else 0.0)
+        elif isinstance(module, FilterResponseNorm2d):  # the identity scale, no shift or floor
+            for tensor_name, tensor in own.items():
+                tensor.fill_(1.0 if tensor_name == "gamma" else 0.0)
         else:
             raise TypeError(
                 f"init_parameters: no seeded initialiser for module {name!r} "
