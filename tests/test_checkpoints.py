@@ -408,3 +408,17 @@ def test_stacked_accuracies_are_those_of_each_network():
     slow = looped_accuracies(model, stacked, data, "cpu")
     # the same numbers, up to one image whose top two logits tie to rounding
     assert np.abs(fast - slow).max() <= 1 / 250 and len(set(fast.tolist())) > 1
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_finiteness_check_finds_every_non_finite_value(dtype):
+    from symbnn.checkpoints.mapping import all_finite
+
+    values = np.linspace(-1, 1, 1001).astype(dtype)
+    values[3] = np.finfo(dtype).max  # the largest finite value passes
+    assert all_finite(values)
+    for bad in (np.inf, -np.inf, np.nan):
+        damaged = values.copy()
+        damaged[500] = bad
+        assert not all_finite(damaged)
+        assert not all_finite(damaged.reshape(7, 11, 13)[:, 1::2])  # not contiguous, holds it

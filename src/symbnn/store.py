@@ -47,6 +47,7 @@ import zarr
 
 import symbnn
 from symbnn import chunk_checksums
+from symbnn.banded_array import BandedArray
 
 FORMAT = "symbnn-store"
 FORMAT_VERSION = 1
@@ -55,6 +56,8 @@ CHUNK_TARGET_BYTES = 4 * 2**20
 # column-block reads over all samples cheap.
 MIN_CHUNK_ROWS = 64
 WRITE_BUFFER_BYTES = 256 * 2**20
+# where a store being built keeps the rows of unfinished bands (removed before it is installed)
+SPILL_FOLDER = ".spill"
 # Every array: one CRC-32C per chunk, and every chunk written (Zarr skips all-zero chunks by
 # default, which makes a deleted chunk indistinguishable from a zero one).
 CHECKSUM = "crc32c"
@@ -428,6 +431,7 @@ class StoreWriter:
             self._stage.__exit__(*sys.exc_info())
             raise
         self._arrays: dict[str, zarr.Array] = {}
+        self._banded: dict[str, BandedArray] = {}
         return self
 
     def append(self, state: Mapping[str, Any], info: Mapping[str, Any] | None = None) -> None:
@@ -459,29 +463,50 @@ class StoreWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        state = {k: _joined([b[0][k] for b in self._buffer]) for k in self._state_names}
-        info = {k: _joined([b[1][k] for b in self._buffer]) for k in self._info_names}
+        parts = {
+            **{f"state/{k}": [b[0][k] for b in self._buffer] for k in self._state_names},
+            **{f"info/{k}": [b[1][k] for b in self._buffer] for k in self._info_names},
+        }
+        rows = self._buffered_rows
         self._buffer, self._buffered_rows, self._buffered_bytes = [], 0, 0
         with writing(self.path):
-            for section, arrays in (("state", state), ("info", info)):
-                for name, values in arrays.items():
-                    key = f"{section}/{name}"
-                    if self.n_samples == 0:
-                        n_hint = max(self.expected or 0, values.shape[0])
-                        self._arrays[key] = self._group.create_array(
-                            key,
-                            shape=values.shape,
-                            dtype=values.dtype,
-                            compressors=CHECKSUM_CODECS,
-                            chunks=chunk_shape(n_hint, values.shape[1:], values.dtype.itemsize),
-                            fill_value=0,
-                            config=ARRAY_CONFIG,
-                        )
-                        self._arrays[key][...] = values
-                    else:
-                        # the handle keeps ARRAY_CONFIG: a reopened array would skip zero chunks
-                        self._arrays[key].append(values, axis=0)
-        self.n_samples += next(iter(state.values())).shape[0]
+            for key, batches in parts.items():
+                if self.n_samples == 0:
+                    self._create(key, batches, rows)
+                elif key in self._banded:  # band by band: no need to join the batches first
+                    for values in batches:
+                        self._banded[key].append(values)
+                else:
+                    # the handle keeps ARRAY_CONFIG: a reopened array would skip zero chunks
+                    self._arrays[key].append(_joined(batches), axis=0)
+        self.n_samples += rows
+
+    def _create(self, key: str, batches: list[np.ndarray], rows: int) -> None:
+        """The array ``key`` holding the ``rows`` rows of ``batches``. An array whose chunks
+        split the first parameter axis (large samples) is written band by band
+        (`BandedArray`): appends that end inside a band would otherwise rewrite the band's
+        chunks at every flush."""
+        sample_shape, dtype = batches[0].shape[1:], batches[0].dtype
+        chunks = chunk_shape(max(self.expected or 0, rows), sample_shape, dtype.itemsize)
+        banded = len(sample_shape) >= 1 and chunks[1] < sample_shape[0]
+        array = self._group.create_array(
+            key,
+            shape=(0 if banded else rows, *sample_shape),
+            dtype=dtype,
+            compressors=CHECKSUM_CODECS,
+            chunks=chunks,
+            fill_value=0,
+            config=ARRAY_CONFIG,
+        )
+        self._arrays[key] = array
+        if banded:
+            spill = self._tmp / SPILL_FOLDER
+            spill.mkdir(exist_ok=True)
+            self._banded[key] = BandedArray(array, spill / key.replace("/", "."))
+            for values in batches:
+                self._banded[key].append(values)
+        else:
+            array[...] = _joined(batches)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
@@ -500,6 +525,9 @@ class StoreWriter:
         if self.n_samples == 0:
             raise StoreError(f"{self.path}: no samples were written")
         with writing(self.path):
+            for banded in self._banded.values():
+                banded.finish()
+            shutil.rmtree(self._tmp / SPILL_FOLDER, ignore_errors=True)
             self._group.attrs.update(
                 {
                     **self.attrs,

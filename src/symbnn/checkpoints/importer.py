@@ -27,6 +27,8 @@ Annotate = Callable[[dict[str, Any], dict[str, np.ndarray]], dict[str, np.ndarra
 DTYPES = {"float32": np.float32, "float16": np.float16}
 # Networks are stacked and handed to the store writer in batches of about this size.
 BATCH_BYTES = 64 * 2**20
+# Networks from this size up (a ResNet-18: 22 MB in float16) are handed over one at a time.
+LARGE_NETWORK_BYTES = 4 * 2**20
 # info/source_file holds each network's "<bundle>:<file>" as UTF-8, zero-padded to this width
 # (a store's info arrays are numeric).
 NAME_BYTES = 256
@@ -91,7 +93,8 @@ def import_checkpoints(
                 network.source,
                 name_map.convert(tensors, network.source, batch.dtype),
             )
-            if batch.nbytes >= BATCH_BYTES:
+            # a large network goes alone, as a view: stacking would copy its bytes once more
+            if batch.nbytes >= BATCH_BYTES or batch.nbytes >= LARGE_NETWORK_BYTES * batch.rows:
                 writer.append(*_annotated(batch, name_map, annotate))
         if batch.rows:
             writer.append(*_annotated(batch, name_map, annotate))
@@ -166,7 +169,10 @@ class Batch:
 
     def take(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         names = list(self._states[0])
-        state = {name: np.stack([s[name] for s in self._states]) for name in names}
+        if len(self._states) == 1:  # a view with a leading axis of 1, no copy
+            state = {name: self._states[0][name][np.newaxis] for name in names}
+        else:
+            state = {name: np.stack([s[name] for s in self._states]) for name in names}
         info = {
             "seed": np.asarray(self._indices, dtype=np.int64),
             "source_file": _encode(self._names),

@@ -18,7 +18,9 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from symbnn.checkpoints.gzip_stream import open_gzip
 from symbnn.checkpoints.releases import CheckpointError
+from symbnn.prefetch import prefetched
 
 NETWORK_SUFFIX = ".safetensors"
 BUNDLE_SUFFIXES = (".tgz", ".tar.gz")
@@ -26,6 +28,8 @@ BUNDLE_NAME = re.compile(r"^(?P<setting>.+)-(?P<first>\d+)-(?P<last>\d+)(\.tgz|\
 # The tar stream is read in blocks of this size (tarfile's default, 10 KiB, costs a Python
 # call per block: a third of the import time of a ResNet-18 bundle).
 READ_BYTES = 2**20
+# Networks of a tgz read ahead of the one being imported.
+PREFETCH = 2
 # Read a finished tgz to its end in blocks of this size, so gzip checks its CRC and length.
 DRAIN_BYTES = 2**20
 
@@ -113,9 +117,12 @@ def iter_networks(
         if bundle.outside(first, stop):
             offset = bundle.last + 1
             continue
-        members = _tgz_members if bundle.packed else _folder_members
+        if bundle.packed:  # inflating (GIL released) runs beside the caller's work
+            members = prefetched(_tgz_members(bundle, start, first, stop), PREFETCH)
+        else:
+            members = _folder_members(bundle, start, first, stop)
         position = -1
-        for position, (name, data) in enumerate(members(bundle, start, first, stop)):
+        for position, (name, data) in enumerate(members):
             if data is not None:  # None: before `first`
                 yield Network(start + position, f"{bundle.label}:{name}", data)
         if stop is not None and start + position + 1 >= stop:
@@ -148,7 +155,7 @@ def _tgz_members(bundle: Bundle, start: int, first: int, stop: int | None):
     last = "its start"
     try:
         with (
-            gzip.open(bundle.path, "rb") as stream,
+            open_gzip(bundle.path) as stream,
             tarfile.open(fileobj=stream, mode="r|", bufsize=READ_BYTES) as tar,
         ):
             index = start

@@ -1,0 +1,76 @@
+"""Stores of large samples written in batches: every band written once, never read back,
+and the store equal to the rows appended, whatever the batch sizes."""
+
+import numpy as np
+import pytest
+import zarr.storage
+
+import symbnn.store
+from symbnn.store import SPILL_FOLDER, StoreWriter, open_store
+
+SHAPES = {"conv": (300, 64, 3, 3), "vector": (40_000,), "bias": (17,)}
+
+
+def rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        name: rng.standard_normal((n, *shape)).astype(np.float16) for name, shape in SHAPES.items()
+    }
+
+
+def write(path, data, batches, expected):
+    start = 0
+    with StoreWriter(path, {"experiment": "t"}, expected_samples=expected) as writer:
+        for size in batches:
+            writer.append(
+                {k: v[start : start + size] for k, v in data.items()},
+                {"seed": np.arange(start, start + size)},
+            )
+            start += size
+    return open_store(path)
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [[7, 13, 64, 1, 65], [150], [64, 64, 22], [1] * 70, [100, 50]],
+    ids=["ragged", "one", "aligned", "single-rows", "two"],
+)
+def test_rows_come_back_as_appended(tmp_path, monkeypatch, batches):
+    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)  # a flush per append
+    n = sum(batches)
+    data = rows(n)
+    store = write(tmp_path / "s.zarr", data, batches, expected=n)
+    assert store.validate() == []
+    assert store.n_samples == n
+    for name, values in data.items():
+        assert np.array_equal(store.read(name, slice(None)), values), name
+    assert store.info("seed").tolist() == list(range(n))
+    # the large arrays are split along their first axis in bands of 64 samples
+    assert store._group["state/conv"].chunks[:2] == (64, 56)
+    assert not (tmp_path / "s.zarr" / SPILL_FOLDER).exists()
+
+
+def test_bands_are_never_read_back_while_writing(tmp_path, monkeypatch):
+    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)
+    chunk_reads = []
+    get = zarr.storage.LocalStore.get
+
+    async def spy(self, key, *args, **kwargs):
+        if "state/conv/c/" in key:
+            chunk_reads.append(key)
+        return await get(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(zarr.storage.LocalStore, "get", spy)
+    data = rows(150)
+    write(tmp_path / "s.zarr", data, [7, 13, 64, 1, 65], expected=150)
+    assert chunk_reads == []
+
+
+def test_a_failed_build_leaves_no_store_and_no_spill(tmp_path, monkeypatch):
+    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)
+    data = rows(30)
+    with pytest.raises(RuntimeError, match="stop"):
+        with StoreWriter(tmp_path / "s.zarr", {"experiment": "t"}, expected_samples=100) as w:
+            w.append({k: v[:30] for k, v in data.items()}, {"seed": np.arange(30)})
+            raise RuntimeError("stop")
+    assert list(tmp_path.iterdir()) == []
