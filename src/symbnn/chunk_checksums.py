@@ -37,9 +37,10 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
-def checksum(data) -> int:
-    """CRC-32C (Castagnoli) of a bytes-like object, as the ``crc32c`` codec stores it."""
-    return crc32c.crc32c(data)
+def checksum(data, previous: int = 0) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object, as the ``crc32c`` codec stores it; with
+    ``previous``, the CRC of the bytes that CRC covered followed by ``data``."""
+    return crc32c.crc32c(data, previous)
 
 
 def chunk_is_intact(encoded) -> bool:

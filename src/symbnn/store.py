@@ -47,7 +47,7 @@ import zarr
 
 import symbnn
 from symbnn import chunk_checksums
-from symbnn.banded_array import BandedArray
+from symbnn.banded_array import BandedArray, checksummed
 
 FORMAT = "symbnn-store"
 FORMAT_VERSION = 1
@@ -56,8 +56,6 @@ CHUNK_TARGET_BYTES = 4 * 2**20
 # column-block reads over all samples cheap.
 MIN_CHUNK_ROWS = 64
 WRITE_BUFFER_BYTES = 256 * 2**20
-# where a store being built keeps the rows of unfinished bands (removed before it is installed)
-SPILL_FOLDER = ".spill"
 # Every array: one CRC-32C per chunk, and every chunk written (Zarr skips all-zero chunks by
 # default, which makes a deleted chunk indistinguishable from a zero one).
 CHECKSUM = "crc32c"
@@ -499,13 +497,12 @@ class StoreWriter:
             config=ARRAY_CONFIG,
         )
         self._arrays[key] = array
-        if banded:
-            spill = self._tmp / SPILL_FOLDER
-            spill.mkdir(exist_ok=True)
-            self._banded[key] = BandedArray(array, spill / key.replace("/", "."))
+        if banded and checksummed(array) is not None:
+            self._banded[key] = BandedArray(array, self._tmp / key)
             for values in batches:
                 self._banded[key].append(values)
-        else:
+        else:  # codecs BandedArray does not write (compression): Zarr's own appends
+            array.resize((rows, *sample_shape))
             array[...] = _joined(batches)
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -527,7 +524,6 @@ class StoreWriter:
         with writing(self.path):
             for banded in self._banded.values():
                 banded.finish()
-            shutil.rmtree(self._tmp / SPILL_FOLDER, ignore_errors=True)
             self._group.attrs.update(
                 {
                     **self.attrs,
