@@ -7,13 +7,14 @@ import torch
 
 from symbnn.alignment.figures import interpolation_figure
 from symbnn.alignment.pairs import converged_pairs, pair_rows, report_table
-from symbnn.alignment.stores import converged_pair, store_barriers
+from symbnn.alignment.stores import converged_pair, data_sets, interpolation_curves
 from symbnn.device import resolve_device
 from symbnn.jobenv import environment
 from symbnn.posterior import converged_rows
 from symbnn.report.tables import write_table
 from symbnn.runlog import log_to
 from symbnn.settings import Alignment
+from symbnn.store import open_store
 
 torch.set_num_threads(snakemake.threads)
 
@@ -27,19 +28,22 @@ with log_to(snakemake.log[0]):
         if options.pairs == 1
         else converged_pairs(converged, options.pairs, store)
     )
+    # the store and the data sets are read once for every pair
+    target = open_store(store)
+    sets, train = data_sets(target, env.data_root, options.splits)
+    device = resolve_device(env.device)
     curves = []
     for pair, (row_a, row_b) in enumerate(pairs):
-        curve, _ = store_barriers(
-            store,
-            store,
-            row_a=row_a,
-            row_b=row_b,
-            data_root=env.data_root,
-            splits=options.splits,
-            points=options.points,
+        curve = interpolation_curves(
+            target.architecture,
+            target.state_dict(row_a),
+            target.state_dict(row_b),
+            sets,
+            options.points,
+            reset_data=train,
             bn_batches=options.bn_batches,
             max_sweeps=options.max_sweeps,
-            device=resolve_device(env.device),
+            device=device,
         )
         curves.append(curve.with_columns(pair=pl.lit(pair), row_a=row_a, row_b=row_b))
         print(f"pair {pair}: networks {row_a} and {row_b}")

@@ -86,6 +86,9 @@ class BandedArray:
         checksums close the files when the band is full."""
         band = self.rows // self.band
         full = (self.rows + len(rows)) % self.band == 0
+        if self.rows % self.band == 0:  # a new band: its chunk files' folders
+            for column in range(self.columns):
+                self._chunk_path(band, column).parent.mkdir(parents=True, exist_ok=True)
         for column in range(self.columns):
             first = column * self.column
             piece = rows[:, first : first + self.column]
@@ -95,9 +98,7 @@ class BandedArray:
                 piece = padded
             data = np.ascontiguousarray(piece)
             crc = chunk_checksums.checksum(data, self._checksums[column]) if self.checksums else 0
-            path = self._chunk_path(band, column)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "ab") as file:
+            with open(self._chunk_path(band, column), "ab") as file:
                 file.write(memoryview(data).cast("B"))
                 if full and self.checksums:
                     file.write(crc.to_bytes(4, "little"))

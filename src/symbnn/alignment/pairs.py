@@ -21,8 +21,8 @@ import torch
 from symbnn.alignment.interpolation import gaussian_curve, grid, loss_barrier
 from symbnn.alignment.matching import align_gaussian
 from symbnn.atomic import atomic_write
-from symbnn.methods.base import Problem, train_until_converged
-from symbnn.methods.bnn import gaussian_state, mean_accuracy, train_bnn
+from symbnn.methods.base import Problem
+from symbnn.methods.bnn import gaussian_state, train_converged_bnn
 from symbnn.models import build_model
 from symbnn.settings import Alignment, Bnn
 from symbnn.symmetry.architectures import unit_groups
@@ -108,14 +108,7 @@ def fit_variational(problem: Problem, seed: int, settings: Bnn) -> dict[str, Any
     """A mean-field posterior by Bayes by backprop from seed's initialisation (fresh derived
     seeds while its means miss the target's convergence threshold, like the BNN method):
     means and standard deviations as CPU state dicts, the seed used and its test accuracy."""
-    settings.recipe.apply(problem.recipe)  # fail before training
-    q, used, score = train_until_converged(
-        "variational alignment",
-        problem,
-        seed,
-        lambda s: train_bnn(problem, s, settings),
-        lambda fitted: mean_accuracy(fitted, problem.test, problem.device),
-    )
+    q, used, score = train_converged_bnn(problem, seed, settings, "variational alignment")
     mean, std = gaussian_state(q)
     return {"mean": mean, "std": std, "seed": seed, "train_seed": used, "test_accuracy": score}
 

@@ -187,7 +187,6 @@ def store_barriers(
     points: int = ALIGNMENT.points,
     bn_batches: int = ALIGNMENT.bn_batches,
     max_sweeps: int = ALIGNMENT.max_sweeps,
-    device: torch.device | str = "cpu",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(curves, barriers) between network ``row_a`` of A and ``row_b`` of B, without and
     with alignment, on the data of A's ``data`` attribute; BatchNorm statistics re-estimated
@@ -204,7 +203,6 @@ def store_barriers(
         reset_data=train,
         bn_batches=bn_batches,
         max_sweeps=max_sweeps,
-        device=device,
     )
     return curves, barrier_table(curves)
 

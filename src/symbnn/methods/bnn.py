@@ -256,6 +256,21 @@ def mean_accuracy(bnn: MeanFieldBNN, test: ImageData, device: str) -> float:
     return accuracy(net, test, device)
 
 
+def train_converged_bnn(
+    problem: Problem, seed: int, settings: Bnn, what: str = "bnn"
+) -> tuple[MeanFieldBNN, int, float]:
+    """(q, seed used, test accuracy at q's means): Bayes by backprop from ``seed``, then from
+    fresh derived seeds while the means miss the target's convergence threshold."""
+    settings.recipe.apply(problem.recipe)  # fail before training
+    return train_until_converged(
+        what,
+        problem,
+        seed,
+        lambda s: train_bnn(problem, s, settings),
+        lambda q: mean_accuracy(q, problem.test, problem.device),
+    )
+
+
 def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(means, standard deviations) of q as state dicts on the CPU (buffers carry std 0)."""
     mean = {k: v.detach().cpu().clone() for k, v in q.net.state_dict().items()}
@@ -269,14 +284,7 @@ def fit(problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> F
     """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
     network at q's means reaches the target's convergence threshold: its means, rhos and the
     network's buffers."""
-    settings.recipe.apply(problem.recipe)  # fail before training
-    bnn, used, score = train_until_converged(
-        "bnn",
-        problem,
-        mode.seed,
-        lambda s: train_bnn(problem, s, settings),
-        lambda q: mean_accuracy(q, problem.test, problem.device),
-    )
+    bnn, used, score = train_converged_bnn(problem, mode.seed, settings)
     return {
         "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
         "mu": [m.detach().cpu() for m in bnn.mu],
@@ -308,6 +316,7 @@ __all__ = [
     "gaussian_nll",
     "MeanFieldBNN",
     "gaussian_state",
+    "train_converged_bnn",
     "noise_generator",
     "variational_model",
     "train_bnn",
