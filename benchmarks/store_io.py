@@ -13,9 +13,9 @@ chunk, every chunk written, chunk files listed when opened) and in the format be
 the order alternating: --repeats writes of each, every store read back --reads times from the
 page cache ("read": the fastest I/O there is, so the largest relative overhead) and as many
 times after both stores' files were written out and dropped from the page cache ("cold read":
-posix_fadvise DONTNEED on the stores' files only). Writes are not synced (as in the workflow). A shared VM's
-speed drifts by tens of percent over minutes; a pair's two runs are seconds apart, so the
-table reports the overhead of each pair (crc32c / plain - 1): its median and quartiles, and
+posix_fadvise DONTNEED on the stores' files only). Writes are not synced (as in the
+workflow). A shared VM's speed drifts by tens of percent over minutes; a pair's two runs are
+seconds apart, so the table reports the overhead of each pair (crc32c / plain - 1): its median and quartiles, and
 the median of the CPU-time overheads (all threads of this process). Opening (metadata checks
 and the chunk listing) is timed apart.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -136,7 +137,24 @@ def read(path: Path):
     return opened, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def paired(name: str, repeats: int, reads: int, folder: Path) -> dict[str, list[float]]:
+LABELS = ("plain", "crc32c")
+
+
+def order(turn: int) -> tuple[str, str]:
+    return LABELS if turn % 2 == 0 else LABELS[::-1]
+
+
+@dataclasses.dataclass
+class Pairs:
+    """One layout's measurements: ``seconds[step_label]`` lists, index-aligned between the
+    two labels of a step, so that equal indices form a pair."""
+
+    mb: float
+    chunks: int
+    seconds: dict[str, list[float]]
+
+
+def paired(name: str, repeats: int, reads: int, folder: Path) -> Pairs:
     """Seconds of each timed step, in pairs: the two formats are written one after the other
     (the order alternating between repeats), then read in turn from the page cache (the order
     alternating between reads), then as often from disk (both evicted before each pair).
@@ -145,12 +163,13 @@ def paired(name: str, repeats: int, reads: int, folder: Path) -> dict[str, list[
     n, shapes = LAYOUTS[name]()
     state = make_state(n, shapes)
     batch = max(1, n // 8)
-    times: dict[str, list[float]] = {"mb": [sum(v.nbytes for v in state.values()) / 1e6]}
+    times: dict[str, list[float]] = {}
 
     def add(key, value):
         times.setdefault(key, []).append(value)
 
     paths = {label: folder / f"{name}-{label}.zarr" for label in LABELS}
+    chunks = 0
     for repeat in range(repeats):
         for label in order(repeat):
             wall, cpu = write(paths[label], state, label == "crc32c", batch)
@@ -158,7 +177,7 @@ def paired(name: str, repeats: int, reads: int, folder: Path) -> dict[str, list[
             add(f"write_cpu_{label}", cpu)
         store = open_store(paths["crc32c"])
         assert store.checksummed and not open_store(paths["plain"]).checksummed
-        times["chunks"] = [sum(math.prod(store.layout("state", a).grid) for a in store.state_names)]
+        chunks = sum(math.prod(store.layout("state", a).grid) for a in store.state_names)
         for attempt in range(reads):
             for label in order(repeat + attempt):
                 opened, wall, cpu = read(paths[label])
@@ -174,18 +193,12 @@ def paired(name: str, repeats: int, reads: int, folder: Path) -> dict[str, list[
                 add(f"cold_cpu_{label}", cpu)
         for path in paths.values():
             shutil.rmtree(path)
-    return times
+    return Pairs(sum(v.nbytes for v in state.values()) / 1e6, chunks, times)
 
 
-LABELS = ("plain", "crc32c")
-
-
-def order(turn: int) -> tuple[str, str]:
-    return LABELS if turn % 2 == 0 else LABELS[::-1]
-
-
-def overheads(times: dict[str, list[float]], what: str) -> list[float]:
+def overheads(pairs: Pairs, what: str) -> list[float]:
     """crc32c / plain - 1 of every pair of ``what`` (write, read, cold, or their _cpu)."""
+    times = pairs.seconds
     return [c / p - 1 for p, c in zip(times[f"{what}_plain"], times[f"{what}_crc32c"])]
 
 
@@ -196,23 +209,23 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return low, median, high
 
 
-def table(rows: dict[str, dict[str, list[float]]]) -> str:
+def table(rows: dict[str, Pairs]) -> str:
     head = (
         "| layout | MB | chunks | step | pairs | plain (median) | crc32c (median) "
         "| overhead: median [quartiles] | CPU overhead (median) |"
     )
     lines = [head, "|" + "---|" * 9]
-    for name, times in rows.items():
-        mb = times["mb"][0]
+    for name, pairs in rows.items():
+        times = pairs.seconds
         for what, step in (("write", "write"), ("read", "page-cache read"), ("cold", "disk read")):
-            cells = [name, f"{mb:.0f}", str(times["chunks"][0]), step]
+            cells = [name, f"{pairs.mb:.0f}", str(pairs.chunks), step]
             cells.append(str(len(times[f"{what}_plain"])))
             for label in LABELS:
                 seconds = statistics.median(times[f"{what}_{label}"])
-                cells.append(f"{seconds:.3f} s ({mb / seconds:.0f} MB/s)")
-            low, median, high = quartiles(overheads(times, what))
+                cells.append(f"{seconds:.3f} s ({pairs.mb / seconds:.0f} MB/s)")
+            low, median, high = quartiles(overheads(pairs, what))
             cells.append(f"{100 * median:+.1f}% [{100 * low:+.1f}%, {100 * high:+.1f}%]")
-            cells.append(f"{100 * statistics.median(overheads(times, what + '_cpu')):+.1f}%")
+            cells.append(f"{100 * statistics.median(overheads(pairs, what + '_cpu')):+.1f}%")
             lines.append("| " + " | ".join(cells) + " |")
         opened = [1e3 * statistics.median(times[f"open_{label}"]) for label in LABELS]
         lines.append(f"| {name} | | | open | | {opened[0]:.1f} ms | {opened[1]:.1f} ms | | |")
@@ -252,12 +265,11 @@ def main() -> int:
         shutil.rmtree(folder, ignore_errors=True)
     print(table(rows))
     print(f"\n{crc_rates()}")
-    medians = [
-        statistics.median(overheads(times, what))
-        for times in rows.values()
+    worst = max(
+        statistics.median(overheads(pairs, what))
+        for pairs in rows.values()
         for what in ("write", "read", "cold")
-    ]
-    worst = max(medians)
+    )
     verdict = "within" if worst < TARGET_OVERHEAD else "OVER"
     print(f"\nlargest median overhead of the checksums {100 * worst:+.1f}% ({verdict} the "
           f"{TARGET_OVERHEAD:.0%} bound)")  # fmt: skip

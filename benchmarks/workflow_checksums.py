@@ -42,12 +42,21 @@ CATEGORIES = {
 TARGET_SHARE = 0.10  # the issue's bound on the checksums' cost
 
 
+def probe_environment(log: Path | None) -> dict[str, str]:
+    """This process's environment with the probe on PYTHONPATH, writing to ``log`` (None: the
+    probe is loaded but stays idle)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROBE), env.get("PYTHONPATH")]))
+    if log is not None:
+        env["SYMBNN_CHECKSUM_PROBE"] = str(log)
+    return env
+
+
 def run_workflow(workdir: Path, config: Path, cores: int, log: Path) -> float:
     """Seconds of wall-clock time of the workflow run in ``workdir``; the probe's lines go to
     ``log``. Raises with Snakemake's output if the run fails."""
     shutil.copy(config, workdir / "config.yaml")
-    env = dict(os.environ, SYMBNN_CHECKSUM_PROBE=str(log))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROBE), env.get("PYTHONPATH")]))
+    env = probe_environment(log)
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
     command += ["--directory", str(workdir), "--cores", str(cores)]
     start = time.perf_counter()
@@ -87,8 +96,10 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     work = sum(summed.get(key, 0.0) for key in CATEGORIES)
-    print(f"workflow: {args.configfile}, {args.cores} cores, {wall:.1f} s wall-clock; "
-          f"{processes} processes opened stores, {summed.get('bytes', 0) / 1e6:.0f} MB checksummed")  # fmt: skip
+    print(
+        f"workflow: {args.configfile}, {args.cores} cores, {wall:.1f} s wall-clock; {processes} "
+        f"processes opened stores, {summed.get('bytes', 0) / 1e6:.0f} MB checksummed"
+    )
     print("\n| integrity work | seconds (all processes) | share of the run's wall-clock |")
     print("|---|---|---|")
     for key, label in CATEGORIES.items():

@@ -1,16 +1,14 @@
 """The probe of benchmarks/workflow_checksums.py times symbnn's checksum work in any process."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = REPO / "benchmarks" / "checksum_probe"
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from workflow_checksums import totals  # noqa: E402
+from workflow_checksums import probe_environment, totals  # noqa: E402
 
 WRITE_AND_READ = """
 import numpy as np
@@ -22,11 +20,8 @@ assert open_store({path!r}).read("w").sum() == 8000
 
 
 def run_with_probe(tmp_path, log):
-    env = dict(os.environ, PYTHONPATH=str(PROBE))
-    if log is not None:
-        env["SYMBNN_CHECKSUM_PROBE"] = str(log)
     code = WRITE_AND_READ.format(path=str(tmp_path / "s.zarr"))
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    subprocess.run([sys.executable, "-c", code], env=probe_environment(log), check=True)
 
 
 def test_probe_records_the_checksum_work_of_a_process(tmp_path):
