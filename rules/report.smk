@@ -38,6 +38,8 @@ rule metrics:
     input:
         predictions=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/predictions.zarr",
         samples=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
+        # the modes' own accuracies, shown beside each row's
+        pool_converged=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
     output:
         row=f"{RESULTS}/{{experiment}}/metrics/{{method}}/{{variant}}.parquet",
     log:
@@ -69,10 +71,11 @@ rule method_tables:
             f"{RESULTS}/{wc.experiment}/metrics/{m}/{v}.parquet"
             for m, v in method_variants(wc.experiment)
         ],
+        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
     output:
         **{
             f"{name}_{suffix}": f"{RESULTS}/{{experiment}}/report/{name}.{suffix}"
-            for name in ("table1", "table2", "findings", "table1_paper")
+            for name in ("table1", "table1_units", "table2", "findings", "table1_paper")
             for suffix in ("parquet", "csv", "md", "tex")
         },
         table1_paper_html=report(

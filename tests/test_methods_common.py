@@ -11,8 +11,9 @@ from symbnn.data.core import ImageData
 from symbnn.methods import ensembles, registry
 from symbnn.methods.base import Mode, Problem
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import mode_blocks, split_counts
+from symbnn.methods.registry import Draw, mode_blocks, split_counts
 from symbnn.methods.sampling import (
+    REPLICATE_SEED_STRIDE,
     draw_samples,
     fit_block,
     load_fits,
@@ -22,6 +23,7 @@ from symbnn.methods.sampling import (
 )
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.settings import DeepEnsembles, Experiment, Methods, Recipe, Swag
+from symbnn.settings.base import ConfigError
 from symbnn.store import StoreError, open_store
 
 
@@ -33,27 +35,82 @@ def test_split_counts_are_balanced_and_complete():
         split_counts(2, 3)
 
 
-def test_registry_variants_and_shares():
+def test_registry_variants_and_draw_plans():
     cfg = Methods.parse(
         {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
     )
     assert registry.configured_methods(cfg) == ["dropout", "de"]
     assert registry.variants("de") == ("multi",)
+
+    def plan(method, variant, methods=cfg):
+        return [
+            (d.mode, d.count, d.unit, d.skip) for d in registry.draw_plan(method, variant, methods)
+        ]
+
     # single-mode: all 10 samples at each of the 4 modes (one posterior per mode)
-    assert registry.mode_shares("dropout", "single", cfg) == [10] * 4
-    assert registry.mode_shares("dropout", "multi", cfg) == [3, 3, 2, 2]
-    assert registry.mode_shares("de", "multi", cfg) == [1] * 10
+    assert plan("dropout", "single") == [(k, 10, k, 0) for k in range(4)]
+    # one multi-mode replicate over every mode by default, the samples split among them
+    assert plan("dropout", "multi") == [(0, 3, 0, 0), (1, 3, 0, 0), (2, 2, 0, 0), (3, 2, 0, 0)]
+    assert plan("de", "multi") == [(k, 1, 0, 0) for k in range(10)]
     # one fit per mode serves both variants; a method sampling while fitting draws the most
     assert registry.fit_counts("dropout", cfg) == [10] * 4
     assert registry.fit_counts("de", cfg) == [1] * 10
     assert mode_blocks("de", cfg) == [list(range(10))]
     assert mode_blocks("dropout", cfg) == [[0], [1], [2], [3]]
+
+
+def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
+    cfg = Methods.parse(
+        {
+            "n_samples": 4,
+            "modes": 4,
+            "replicates": 4,
+            "modes_per_replicate": 2,
+            "pool": 12,
+            "sghmc": {},
+            "de": {"stride": 2},
+        },
+        "methods",
+    )
+    draws = registry.draw_plan("sghmc", "multi", cfg)
+    assert [(d.unit, d.mode, d.count) for d in draws] == [
+        (0, 0, 2),
+        (0, 1, 2),
+        (1, 1, 2),
+        (1, 2, 2),
+        (2, 2, 2),
+        (2, 3, 2),
+        (3, 3, 2),
+        (3, 0, 2),
+    ]
+    # each mode serves two replicates: the second takes the fit's next samples, never the same
+    assert [d.skip for d in draws] == [0, 0, 2, 0, 2, 0, 2, 2]
+    assert registry.fit_counts("sghmc", cfg) == [4] * 4  # = the one-mode count: no extra fit
+    # Deep Ensemble replicates: 4 members each, starting 2 pool networks apart
+    de = registry.draw_plan("de", "multi", cfg)
+    assert [[d.mode for d in de if d.unit == r] for r in range(4)] == [
+        [0, 1, 2, 3],
+        [2, 3, 4, 5],
+        [4, 5, 6, 7],
+        [6, 7, 8, 9],
+    ]
+    assert cfg.de_members_needed == 10
+    with pytest.raises(ConfigError, match="pool: 8 is below the 10 networks"):
+        Methods.parse({**cfg.to_dict(), "pool": 8}, "methods")
+    with pytest.raises(ConfigError, match="modes_per_replicate: 5 exceeds modes"):
+        Methods.parse({**cfg.to_dict(), "modes_per_replicate": 5}, "methods")
+
+
+def test_registry_lookups():
+    cfg = Methods.parse(
+        {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
+    )
     assert registry.settings_class("swag") is Swag
     assert registry.fit_settings("dropout", cfg) == {"rate": 0.1, "layers": 1}
     with pytest.raises(ValueError, match="unknown method 'mcmc'"):
         registry.check_method("mcmc")
     with pytest.raises(ValueError, match="no variant 'single'"):
-        registry.mode_shares("de", "single", cfg)
+        registry.draw_plan("de", "single", cfg)
     with pytest.raises(ValueError, match="methods.swag is not configured"):
         registry.settings_of("swag", cfg)
 
@@ -97,20 +154,24 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
     import symbnn.methods.sampling as sampling
 
     monkeypatch.setattr(sampling, "module", lambda method: Fake)
-    shares = [3, 2, 2]
+    plan = [Draw(0, 3, 0), Draw(1, 2, 1), Draw(2, 2, 2)]
     blocks = [
         fit_block(problem, "swag", Swag(), [k], 5, None, tmp_path / "pool.zarr", [0, 1, 2])
         for k in range(3)
     ]
     save_fits(blocks[1], tmp_path / "fits.pt")
     assert load_fits(tmp_path / "fits.pt").mode_seeds == [101]
-    state, mode_index, mode_seed = draw_samples(problem, "swag", Swag(), blocks, shares, 5)
-    assert list(mode_index) == [0, 0, 0, 1, 1, 2, 2]
-    assert list(mode_seed) == [100, 100, 100, 101, 101, 102, 102]
+    state, info = draw_samples(problem, "swag", Swag(), blocks, plan, 5, multi=False)
+    assert list(info["mode_index"]) == [0, 0, 0, 1, 1, 2, 2]
+    assert list(info["mode_seed"]) == [100, 100, 100, 101, 101, 102, 102]
+    assert list(info["unit"]) == [0, 0, 0, 1, 1, 2, 2]
     assert ("fit", 101, 6, None) in seen and ("draw", 7, 2) in seen
     assert torch.equal(state["fc2.weight"][3], pool_state["fc2.weight"][1])
-    with pytest.raises(ValueError, match="fits cover modes"):
-        draw_samples(problem, "swag", Swag(), blocks[:2], shares, 5)
+    # a multi-mode replicate draws with a seed of its own
+    draw_samples(problem, "swag", Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
+    assert ("draw", 5 + 1 + REPLICATE_SEED_STRIDE * 4, 2) in seen
+    with pytest.raises(ValueError, match=r"no fit for mode\(s\) \[2\]"):
+        draw_samples(problem, "swag", Swag(), blocks[:2], plan, 5, multi=False)
 
 
 def test_deep_ensemble_member_is_the_mode_itself():
@@ -173,7 +234,7 @@ def test_sample_store_and_predictions_of_deep_ensembles(tmp_path, pool):
     assert (
         out.attrs["method"] == "de"
         and out.attrs["variant"] == "multi"
-        and out.attrs["settings"] == {}
+        and out.attrs["settings"] == {"stride": None}
     )
     assert list(out.info("mode_seed")) == [50, 51, 52, 53]
     assert np.array_equal(out.read("conv1.weight"), state["conv1.weight"][:4].numpy())

@@ -14,17 +14,18 @@ from symbnn.report.method_tables import (
     table1,
     table1_display,
     table2,
+    unit_table,
 )
 from symbnn.report.paper import paper_table1
 from symbnn.report.tables import to_html, to_latex, write_table
 from symbnn.store import StoreError
 
 
-def _mmd(method, variant, mmd, ns, mode=None, reject=0.5):
+def _mmd(method, variant, mmd, ns, unit=0, reject=0.5):
     return {
         "method": method,
         "variant": variant,
-        "mode": mode,
+        "unit": unit,
         "mmd": mmd,
         "ns_mmd": ns,
         "mmd_reject_share": reject,
@@ -37,11 +38,11 @@ def _mmd(method, variant, mmd, ns, mode=None, reject=0.5):
     }
 
 
-def _metrics(method, variant, acc, ece, aupr, fpr, mode=None, nll=0.4):
+def _metrics(method, variant, acc, ece, aupr, fpr, unit=0, nll=0.4, mode_acc=None):
     return {
         "method": method,
         "variant": variant,
-        "mode": mode,
+        "unit": unit,
         "n_samples": 4,
         "ood_score": "msp",
         "accuracy": acc,
@@ -52,47 +53,63 @@ def _metrics(method, variant, acc, ece, aupr, fpr, mode=None, nll=0.4):
         "fpr95": fpr,
         "idmi": 0.1,
         "oodmi": 0.2,
+        "mode_accuracy": mode_acc,
     }
+
+
+# eight units per row (modes of a one-mode row, replicates of a multi-mode one): a spread the
+# tests can decide on; each figure varies by +-1% of itself around its row's value
+JITTER = [-0.010, -0.007, -0.004, -0.001, 0.001, 0.004, 0.007, 0.010]
+
+
+def _units(make, *args, **kwargs):
+    base = list(args)
+    rows = []
+    for unit, j in enumerate(JITTER):
+        figures = [v * (1 + j) if isinstance(v, float) else v for v in base]
+        rows.append(make(*figures, unit=unit, **kwargs))
+    return rows
+
+
+MMD_SCHEMA = {"unit": pl.Int64}
+METRICS_SCHEMA = {"unit": pl.Int64, "mode_accuracy": pl.Float64}
 
 
 @pytest.fixture
 def tables():
-    # given in a scrambled order: the tables sort one mode first, then registry order; each
-    # single-mode variant holds two modes
+    # given in a scrambled order: the tables sort one mode first, then registry order
     mmd = pl.DataFrame(
         [
-            _mmd("de", "multi", 0.01, 0.02),
-            _mmd("swag", "multi", 0.05, 0.04),
-            _mmd("dropout", "single", 0.3, 0.2, mode=0),
-            _mmd("swag", "single", 0.2, 0.1, mode=0),
-            _mmd("dropout", "multi", 0.4, 0.1),
-            _mmd("swag", "single", 0.4, 0.3, mode=1),
-            _mmd("dropout", "single", 0.3, 0.2, mode=1),
+            *_units(_mmd, "de", "multi", 0.01, 0.02),
+            *_units(_mmd, "swag", "multi", 0.05, 0.04),
+            *_units(_mmd, "dropout", "single", 0.3, 0.2),
+            *_units(_mmd, "swag", "single", 0.3, 0.2),
+            *_units(_mmd, "dropout", "multi", 0.4, 0.1),
         ],
-        schema_overrides={"mode": pl.Int64},
+        schema_overrides=MMD_SCHEMA,
     )
     metrics = pl.DataFrame(
         [
-            _metrics("swag", "single", 0.8, 0.05, 0.7, 0.6, mode=0),
-            _metrics("swag", "single", 0.6, 0.05, 0.7, 0.6, mode=1),
-            _metrics("de", "multi", 0.9, 0.03, 0.9, 0.2),
-            _metrics("dropout", "multi", 0.85, 0.08, 0.6, 0.7),
-            _metrics("swag", "multi", 0.88, 0.07, 0.8, 0.5),
-            _metrics("dropout", "single", 0.7, 0.06, 0.65, 0.65, mode=0),
-            _metrics("dropout", "single", 0.7, 0.06, 0.65, 0.65, mode=1),
+            *_units(_metrics, "swag", "single", 0.7, 0.05, 0.7, 0.6, mode_acc=0.69),
+            *_units(_metrics, "de", "multi", 0.9, 0.03, 0.9, 0.2, mode_acc=0.7),
+            *_units(_metrics, "dropout", "multi", 0.85, 0.08, 0.6, 0.7, mode_acc=0.7),
+            *_units(_metrics, "swag", "multi", 0.88, 0.07, 0.8, 0.5, mode_acc=0.7),
+            *_units(_metrics, "dropout", "single", 0.7, 0.06, 0.65, 0.65, mode_acc=0.7),
         ],
-        schema_overrides={"mode": pl.Int64},
+        schema_overrides=METRICS_SCHEMA,
     )
     return mmd, metrics
 
 
-def test_table1_orders_groups_scales_joins_and_averages_over_modes(tables):
+def test_table1_orders_groups_scales_joins_and_averages_over_units(tables):
     mmd, metrics = tables
-    t = table1(mmd, metrics)
+    units = unit_table(mmd, metrics)
+    assert units.height == 5 * 8 and units.columns[:3] == ["group", "method", "unit"]
+    t = table1(units)
     figures = ["MMD", "NS MMD", "Acc", "ECE", "Brier", "NLL", "AUPR", "FPR95", "IDMI", "OODMI"]
-    assert t.columns[:3] == ["group", "method", "modes"]
-    assert t.columns[3:15] == [*figures, "MMD rej", "NS MMD rej"]
-    assert t.columns[15:] == [f"{c} sd" for c in t.columns[3:15]]
+    assert t.columns[:3] == ["group", "method", "units"]
+    assert t.columns[3:16] == [*figures, "MMD rej", "NS MMD rej", "Modes acc"]
+    assert t.columns[16:] == [f"{c} sd" for c in t.columns[3:16]]
     assert t.select("group", "method").rows() == [
         ("one mode", "MC Dropout"),
         ("one mode", "SWAG"),
@@ -101,35 +118,57 @@ def test_table1_orders_groups_scales_joins_and_averages_over_modes(tables):
         ("multi mode", "Deep Ensembles"),
     ]
     swag_one = t.row(1, named=True)
-    assert swag_one["modes"] == 2 and swag_one["MMD"] == pytest.approx(30.0)
-    assert swag_one["MMD sd"] == pytest.approx(100 * np.std([0.2, 0.4], ddof=1))
+    assert swag_one["units"] == 8 and swag_one["MMD"] == pytest.approx(30.0)
+    assert swag_one["MMD sd"] == pytest.approx(30 * np.std(JITTER, ddof=1))
     assert swag_one["Acc"] == pytest.approx(70.0) and swag_one["MMD rej"] == pytest.approx(50.0)
+    assert swag_one["Modes acc"] == pytest.approx(69.0)
     swag_multi = t.row(3, named=True)
     assert swag_multi["MMD"] == pytest.approx(5.0) and swag_multi["Acc"] == pytest.approx(88.0)
-    assert swag_multi["FPR95"] == pytest.approx(50.0) and swag_multi["MMD sd"] is None
+    assert swag_multi["FPR95"] == pytest.approx(50.0) and swag_multi["MMD sd"] > 0
     assert swag_multi["NS MMD rej"] == pytest.approx(25.0) and swag_multi["NLL"] == pytest.approx(
         40.0
     )
     shown = table1_display(t)
-    assert shown.row(1, named=True)["MMD (x100)"] == "30.0 ± 14.1"
-    assert shown.row(3, named=True)["Acc (%)"] == "88.0"
+    assert shown.row(1, named=True)["MMD (x100)"] == "30.0 ± 0.2"
+    assert shown.row(3, named=True)["Acc (%)"] == "88.0 ± 0.6"
     t2 = table2(mmd)
     assert t2.columns[:3] == ["group", "method", "MMD median"] and t2.height == 5
 
 
-def test_findings_are_claims_only_where_the_papers_table_supports_them(tables):
-    f = findings(table1(*tables))
-    row = {r["finding"]: r for r in f.iter_rows(named=True)}
-    mmd = row["multi-mode MMD below single-mode"]
-    # the paper's MNIST table: 4 of 4 methods; ours: SWAG 5 < 30 holds, Dropout 40 > 30 not
-    assert mmd["status"] == "claim" and mmd["paper"] == "4 of 4" and mmd["ours"] == "1 of 2"
-    assert mmd["holds"] is False and "MC Dropout: 40.00 vs 30.00 (not)" in mmd["cases"]
-    # one-mode better ECE holds in 1 of 4 of the paper's MNIST pairs: an observation, no claim
-    ece = row["multi-mode ECE below single-mode"]
-    assert ece["status"].startswith("observation") and ece["holds"] is None
-    assert ece["paper"] == "3 of 4"
-    assert row["multi-mode NLL below single-mode"]["status"] == "claim (the paper's text)"
-    assert row["Deep Ensembles lowest MMD among all rows"]["holds"] is True
+def _row(f, name):
+    return {r["finding"]: r for r in f.iter_rows(named=True)}[name]
+
+
+def test_findings_are_tested_claims_only_where_the_papers_table_supports_them(tables):
+    f = findings(unit_table(*tables), target_accuracy_sd=0.5)
+    mmd = _row(f, "multi-mode MMD below single-mode")
+    # the paper's MNIST table: 4 of 4 methods; ours: SWAG 5 < 30 holds, Dropout 40 > 30 is
+    # contradicted, both far beyond their spread
+    assert mmd["status"] == "claim" and mmd["paper"] == "4 of 4"
+    assert mmd["ours"] == "1 hold, 0 within noise, 1 contradicted of 2"
+    assert mmd["verdict"] == "contradicted" and "Mann-Whitney" in mmd["test"]
+    assert "MC Dropout: contradicted; multi 40.00 vs one 30.00 (means;" in mmd["cases"]
+    assert "n=8/8" in mmd["cases"]
+    # one-mode better ECE holds in 1 of 4 of the paper's MNIST pairs: an observation
+    ece = _row(f, "multi-mode ECE below single-mode")
+    assert ece["status"].startswith("observation") and ece["paper"] == "3 of 4"
+    assert _row(f, "multi-mode NLL below single-mode")["status"] == "claim (the paper's text)"
+    assert _row(f, "Deep Ensembles lowest MMD among all rows")["verdict"] == "holds"
+    # OOD MI 0.2 against ID MI 0.1 on every unit, paired: holds
+    assert _row(f, "multi mode: OOD mutual information above in-distribution")["verdict"] == "holds"
+
+
+def test_an_ordering_within_the_spread_is_not_a_holding_finding(tables):
+    mmd, metrics = tables
+    # multi-mode SWAG's MMD only 1% below its one-mode figure, both with a +-1% spread
+    mmd = mmd.with_columns(
+        pl.when((pl.col("method") == "swag") & (pl.col("variant") == "multi"))
+        .then(pl.col("mmd") * 0.3 / 0.05 * 0.995)
+        .otherwise(pl.col("mmd"))
+        .alias("mmd")
+    )
+    row = _row(findings(unit_table(mmd, metrics)), "multi-mode MMD below single-mode")
+    assert "SWAG: within noise" in row["cases"] and row["verdict"] != "holds"
 
 
 def test_findings_count_only_the_cases_the_paper_could_test(tables):
@@ -139,7 +178,10 @@ def test_findings_count_only_the_cases_the_paper_could_test(tables):
         [
             mmd,
             pl.DataFrame(
-                [_mmd("sghmc", "single", 0.1, 0.1, mode=0), _mmd("sghmc", "multi", 0.6, 0.6)],
+                [
+                    *_units(_mmd, "sghmc", "single", 0.1, 0.1),
+                    *_units(_mmd, "sghmc", "multi", 0.6, 0.6),
+                ],
                 schema=mmd.schema,
             ),
         ]
@@ -149,20 +191,24 @@ def test_findings_count_only_the_cases_the_paper_could_test(tables):
             metrics,
             pl.DataFrame(
                 [
-                    _metrics("sghmc", "single", 0.8, 0.05, 0.7, 0.6, mode=0, nll=0.3),
-                    _metrics("sghmc", "multi", 0.8, 0.05, 0.7, 0.6, nll=0.5),
+                    *_units(_metrics, "sghmc", "single", 0.8, 0.05, 0.7, 0.6, nll=0.3),
+                    *_units(_metrics, "sghmc", "multi", 0.8, 0.05, 0.7, 0.6, nll=0.5),
                 ],
                 schema=metrics.schema,
             ),
         ]
     )
-    row = {r["finding"]: r for r in findings(table1(mmd, metrics)).iter_rows(named=True)}
-    mmd_row, nll = row["multi-mode MMD below single-mode"], row["multi-mode NLL below single-mode"]
-    assert mmd_row["ours"] == "1 of 2"
-    assert "SGHMC: 60.00 vs 10.00 (not) (beyond the paper)" in mmd_row["cases"]
+    f = findings(unit_table(mmd, metrics))
+    mmd_row, nll = (
+        _row(f, "multi-mode MMD below single-mode"),
+        _row(f, "multi-mode NLL below single-mode"),
+    )
+    assert mmd_row["ours"].endswith("of 2")
+    assert "SGHMC: contradicted; multi 60.00 vs one 10.00" in mmd_row["cases"]
+    assert mmd_row["cases"].split("SGHMC:")[1].split("|")[0].strip().endswith("(beyond the paper)")
     # the text's NLL claim covers the methods the paper ran in both variants
     assert nll["ours"].endswith(" of 2") and nll["status"] == "claim (the paper's text)"
-    assert "SGHMC: 50.00 vs 30.00 (not) (beyond the paper)" in nll["cases"]
+    assert "SGHMC: contradicted" in nll["cases"]
 
 
 def test_findings_report_when_deep_ensembles_are_not_lowest(tables):
@@ -170,15 +216,24 @@ def test_findings_report_when_deep_ensembles_are_not_lowest(tables):
     mmd = mmd.with_columns(
         pl.when(pl.col("method") == "de").then(0.9).otherwise(pl.col("mmd")).alias("mmd")
     )
-    f = findings(table1(mmd, metrics))
-    row = f.filter(pl.col("finding") == "Deep Ensembles lowest MMD among all rows").row(
-        0, named=True
+    row = _row(findings(unit_table(mmd, metrics)), "Deep Ensembles lowest MMD among all rows")
+    assert row["verdict"] == "contradicted" and "vs SWAG (multi mode): contradicted" in row["cases"]
+
+
+def test_findings_name_rows_whose_accuracy_comes_from_further_training(tables):
+    mmd, metrics = tables
+    row = _row(
+        findings(unit_table(mmd, metrics), target_accuracy_sd=5.0),
+        "accuracy above its modes' by more than the target's spread",
     )
-    assert row["holds"] is False and "lowest: SWAG 5.00" in row["cases"]
+    # multi-mode SWAG 88 vs modes 70 (+18 points), Dropout 85 vs 70, DE 90 vs 70: beyond a 5-point
+    # spread; one-mode SWAG 70 vs 69 is not
+    assert "SWAG (multi mode)" in row["verdict"] and "SWAG (one mode)" not in row["verdict"]
+    assert "SWAG (one mode): +1.00 points" in row["cases"]
 
 
 def test_paper_figures_sit_beside_ours(tables):
-    t = table1(*tables)
+    t = table1(unit_table(*tables))
     both = paper_comparison(t, paper_table1("MNIST - OptuNet"))
     swag = both.filter((pl.col("group") == "multi mode") & (pl.col("method") == "SWAG")).row(
         0, named=True
@@ -191,12 +246,12 @@ def test_paper_figures_sit_beside_ours(tables):
 
 
 def test_latex_and_html_tables(tables, tmp_path):
-    t = table1(*tables)
+    t = table1(unit_table(*tables))
     tex = to_latex(t)
     assert tex.startswith("\\begin{tabular}{llr") and "\\bottomrule" in tex
-    assert "multi mode & Deep Ensembles & 1 & 1.0 & 2.0 & 90.0" in tex
+    assert "multi mode & Deep Ensembles & 8 & 1.0 & 2.0 & 90.0" in tex
     shown = to_latex(table1_display(t))
-    assert "30.0 $\\pm$ 14.1" in shown
+    assert "30.0 $\\pm$ 0.2" in shown
     html = to_html(
         pl.DataFrame(
             {"method": ["a<b"], "x": [1.23456], "y": [None]},

@@ -9,6 +9,7 @@ from symbnn.report.method_tables import (
     table1,
     table1_display,
     table2,
+    unit_table,
     with_units,
 )
 from symbnn.report.paper import BLOCK_OF_DATASET, paper_table1
@@ -29,15 +30,19 @@ with log_to(snakemake.log[0]):
     metrics = pl.concat(
         [pl.read_parquet(path) for path in snakemake.input.metrics], how="diagonal_relaxed"
     )
-    first = table1(mmd, metrics)
+    units = unit_table(mmd, metrics)
+    first = table1(units)
+    target = pl.read_parquet(snakemake.input.converged).filter(pl.col("converged"))
+    target_sd = float(target["test_accuracy"].std() * 100) if target.height > 1 else None
     block = BLOCK_OF_DATASET.get(snakemake.params.dataset)
     paper = paper_table1(block) if block else first.head(0).select(["group", "method"])
     shown = table1_display(first)  # "mean ± sd" text, units in the headers
     second = table2(mmd)
     beside = paper_comparison(first, paper)
-    found = findings(first)
+    found = findings(units, target_accuracy_sd=target_sd)
     tables = {
         "table1": formats(first, text=shown),
+        "table1_units": formats(units),
         "findings": formats(found),
         # the report's HTML tables carry each figure's unit in its header
         "table2": formats(second, html=with_units(second)),

@@ -11,7 +11,6 @@ with log_to(snakemake.log[0]):
         (snakemake.input.target, snakemake.input.target_canonical),
         (snakemake.input.samples, snakemake.input.samples_canonical),
         converged_rows(snakemake.input.converged),
-        per_mode=snakemake.wildcards.variant == "single",  # one single-mode posterior per mode
         pvalue=snakemake.params.pvalue,
         seed=snakemake.params.seed,
         device=environment(snakemake).device,

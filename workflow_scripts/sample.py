@@ -3,7 +3,7 @@
 import torch
 
 from symbnn.jobenv import environment
-from symbnn.methods.registry import settings_class
+from symbnn.methods.registry import Draw, settings_class
 from symbnn.methods.sampling import (
     draw_samples,
     load_fits,
@@ -31,9 +31,10 @@ with log_to(snakemake.log[0]):
     )
     settings = settings_class(method).parse(draw["settings"], f"methods.{method}")
     blocks = [load_fits(path) for path in snakemake.input.fits]
-    state, mode_index, mode_seed = draw_samples(
-        problem, method, settings, blocks, draw["shares"], draw["seed"]
+    plan = [Draw(**d) for d in draw["plan"]]
+    state, info = draw_samples(
+        problem, method, settings, blocks, plan, draw["seed"], multi=variant == "multi"
     )
     attrs = sample_attrs(snakemake.wildcards.experiment, problem, data, method, variant, settings)
-    store = write_sample_store(snakemake.output.store, attrs, state, mode_index, mode_seed)
+    store = write_sample_store(snakemake.output.store, attrs, state, info)
     print(f"wrote {store}")

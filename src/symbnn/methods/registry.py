@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import typing
+from dataclasses import dataclass
 from types import ModuleType
 
 from symbnn.settings import Methods, Section
@@ -76,26 +77,59 @@ def configured_methods(methods: Methods) -> list[str]:
     return [name for name in METHOD_NAMES if getattr(methods, name) is not None]
 
 
-def mode_shares(method: str, variant: str, methods: Methods) -> list[int]:
-    """Samples drawn from each mode: all n_samples at every one of the `modes` modes
-    (single: one single-mode posterior per mode, reported over the modes), split among the
-    modes (multi), or one per member (Deep Ensembles)."""
+@dataclass(frozen=True)
+class Draw:
+    """One mode's part of a variant's samples: `count` samples from the fit at `mode`, for
+    reporting `unit` (the mode itself for a one-mode variant, the replicate for a multi-mode
+    one). `skip`: samples of this mode's fit that earlier units already took; a method whose
+    samples come out of its fit takes the next ones, so replicates never share a sample."""
+
+    mode: int
+    count: int
+    unit: int
+    skip: int = 0
+
+
+def draw_plan(method: str, variant: str, methods: Methods) -> list[Draw]:
+    """Which samples a variant draws from which mode, unit by unit.
+
+    - single: at each of the `modes` modes, all n_samples (one single-mode posterior per mode,
+      reported over the modes);
+    - multi: `replicates` multi-mode posteriors; replicate r splits the n_samples among
+      `modes_per_replicate` consecutive modes starting at mode r (cyclically), so every mode
+      serves the same number of replicates and each replicate draws from its own subset;
+    - Deep Ensembles: replicate r is `n_samples` consecutive converged pool networks starting
+      at r * `de.stride` (disjoint replicates when the stride is n_samples)."""
     check_variant(method, variant)
-    n = methods.n_samples
+    n, k = methods.n_samples, methods.modes
     if method == "de":
-        return [1] * n
-    return [n] * methods.modes if variant == "single" else split_counts(n, methods.modes)
+        stride = (methods.de.stride if methods.de is not None else None) or n
+        return [Draw(r * stride + j, 1, r) for r in range(methods.replicates) for j in range(n)]
+    if variant == "single":
+        return [Draw(mode, n, mode) for mode in range(k)]
+    used = [0] * k
+    plan = []
+    for r in range(methods.replicates):
+        window = [(r + j) % k for j in range(methods.window)]
+        for mode, count in zip(window, split_counts(n, len(window))):
+            plan.append(Draw(mode, count, r, used[mode]))
+            used[mode] += count
+    return plan
 
 
 def fit_counts(method: str, methods: Methods) -> list[int]:
     """Samples each mode's fit draws when the method samples while fitting: the most any
     variant takes from that mode (the others take a prefix)."""
-    shares = [mode_shares(method, variant, methods) for variant in variants(method)]
-    return [max(column) for column in zip(*shares)]
+    need: dict[int, int] = {}
+    for variant in variants(method):
+        for draw in draw_plan(method, variant, methods):
+            need[draw.mode] = max(need.get(draw.mode, 0), draw.skip + draw.count)
+    return [need.get(mode, 0) for mode in range(max(need) + 1)]
 
 
 def mode_blocks(method: str, methods: Methods) -> list[list[int]]:
-    """The mode indices each fit job handles."""
+    """The mode indices each fit job handles: one job per mode for the methods that fit, one
+    for every Deep Ensemble member (they only copy weights)."""
     n_modes = len(fit_counts(method, methods))
     return [list(range(n_modes))] if method == "de" else [[k] for k in range(n_modes)]
 

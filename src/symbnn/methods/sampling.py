@@ -23,7 +23,15 @@ from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.methods.base import Fitted, Problem, concat_states
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import fit_counts, mode_blocks, mode_shares, module, settings_of
+from symbnn.methods.registry import (
+    Draw,
+    draw_plan,
+    fit_counts,
+    mode_blocks,
+    module,
+    samples_at_fit,
+    settings_of,
+)
 from symbnn.progress import progress
 from symbnn.settings import Data, Experiment, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
@@ -68,6 +76,10 @@ class BlockFits:
     mode_seeds: list[int]
     fits: list[Fitted]
 
+    def rows(self):
+        """(mode index, pool seed, fit) of each mode of the block."""
+        return zip(self.modes, self.mode_seeds, self.fits)
+
 
 def fit_block(
     problem: Problem,
@@ -101,44 +113,55 @@ def load_fits(path: str | os.PathLike) -> BlockFits:
     return BlockFits(payload["modes"], payload["mode_seeds"], payload["fits"])
 
 
+# seeds of a multi-mode replicate's draws are offset by this much per replicate, so that no
+# two replicates (nor a replicate and the one-mode draws) share a draw
+REPLICATE_SEED_STRIDE = 10_000
+
+
 def draw_samples(
     problem: Problem,
     method: str,
     settings: Section,
     blocks: list[BlockFits],
-    shares: list[int],
+    plan: list[Draw],
     seed: int,
-) -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray]:
-    """Each mode k's share of the samples, drawn from its fit with seed `seed + k`:
-    (stacked state, mode index per row, pool seed per row)."""
-    modes = [k for fits in blocks for k in fits.modes]
-    if modes != list(range(len(shares))):
-        raise ValueError(f"{method}: fits cover modes {modes}, expected 0..{len(shares) - 1}")
-    draw = module(method).draw
-    parts, mode_index, mode_seed = [], [], []
-    for fits in blocks:
-        for k, pool_seed, fitted in zip(fits.modes, fits.mode_seeds, fits.fits):
-            parts.append(draw(problem, fitted, shares[k], settings, seed + k))
-            mode_index += [k] * shares[k]
-            mode_seed += [pool_seed] * shares[k]
-    return (
-        concat_states(parts),
-        np.asarray(mode_index, dtype=np.int64),
-        np.asarray(mode_seed, dtype=np.int64),
-    )
+    multi: bool,
+) -> tuple[dict[str, torch.Tensor], dict[str, np.ndarray]]:
+    """The variant's samples, drawn unit by unit as `plan` (`registry.draw_plan`) says:
+    (stacked state, info per row: mode index, pool seed of the mode, unit). A method that
+    samples while fitting hands each draw the fit's next unused samples; the others draw with
+    seed `seed + mode` (one-mode) or `seed + mode + REPLICATE_SEED_STRIDE * (replicate + 1)`."""
+    fits = {k: (pool_seed, fitted) for b in blocks for k, pool_seed, fitted in b.rows()}
+    missing = sorted({d.mode for d in plan} - set(fits))
+    if missing:
+        raise ValueError(f"{method}: no fit for mode(s) {missing} (fits cover {sorted(fits)})")
+    draw, at_fit = module(method).draw, samples_at_fit(method)
+    parts, info = [], {"mode_index": [], "mode_seed": [], "unit": []}
+    for d in plan:
+        pool_seed, fitted = fits[d.mode]
+        if at_fit:  # prefix-stable: the first skip + count samples, of which the last count
+            drawn = draw(problem, fitted, d.skip + d.count, settings, seed + d.mode)
+            drawn = {name: t[d.skip :] for name, t in drawn.items()}
+        else:
+            offset = REPLICATE_SEED_STRIDE * (d.unit + 1) if multi else 0
+            drawn = draw(problem, fitted, d.count, settings, seed + d.mode + offset)
+        parts.append(drawn)
+        for key, value in (("mode_index", d.mode), ("mode_seed", pool_seed), ("unit", d.unit)):
+            info[key] += [value] * d.count
+    return concat_states(parts), {k: np.asarray(v, dtype=np.int64) for k, v in info.items()}
 
 
 def write_sample_store(
     out_path: str | os.PathLike,
     attrs: dict,
     state: dict[str, torch.Tensor],
-    mode_index: np.ndarray,
-    mode_seed: np.ndarray,
+    info: dict[str, np.ndarray],
 ) -> Store:
     """A variant's samples as a sample store (`attrs`: experiment, architecture, recipe,
-    data, method, variant, settings)."""
-    with StoreWriter(out_path, attrs, kind="samples", expected_samples=len(mode_index)) as writer:
-        writer.append(state=state, info={"mode_index": mode_index, "mode_seed": mode_seed})
+    data, method, variant, settings; `info`: mode index, mode seed and unit per row)."""
+    n = len(next(iter(info.values())))
+    with StoreWriter(out_path, attrs, kind="samples", expected_samples=n) as writer:
+        writer.append(state=state, info=info)
     return open_store(out_path)
 
 
@@ -174,9 +197,9 @@ def sample_store(
         fit_block(problem, method, settings, modes, methods.seed, counts, pool_path, converged)
         for modes in mode_blocks(method, methods)
     ]
-    shares = mode_shares(method, variant, methods)
-    state, mode_index, mode_seed = draw_samples(
-        problem, method, settings, blocks, shares, methods.seed
+    plan = draw_plan(method, variant, methods)
+    state, info = draw_samples(
+        problem, method, settings, blocks, plan, methods.seed, multi=variant == "multi"
     )
     attrs = sample_attrs(experiment_name, problem, experiment.data, method, variant, settings)
-    return write_sample_store(Path(out_path), attrs, state, mode_index, mode_seed)
+    return write_sample_store(Path(out_path), attrs, state, info)

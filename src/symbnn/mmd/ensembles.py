@@ -118,38 +118,34 @@ def method_mmd(
     samples: tuple[str | os.PathLike, str | os.PathLike],
     converged: list[int],
     *,
-    per_mode: bool = False,
     pvalue: bool = MMD.pvalue,
     seed: int = MMD.seed,
     device: str = "auto",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The MMD of a method's samples against the converged target networks (`converged`: the
-    target's converged rows); the summary names the method and variant from the sample
-    store's attributes. With `per_mode`, each mode's samples (info/mode_index) are compared
-    separately: one summary row, and per-layer rows, per mode (column ``mode``), as the
-    single-mode variant reports one posterior per mode."""
+    target's converged rows), unit by unit: each unit's samples (info/unit: a mode of a
+    one-mode variant, a replicate of a multi-mode one) are one posterior, compared separately.
+    One summary row, and per-layer rows, per unit (column ``unit``); the summary names the
+    method and variant from the sample store's attributes."""
     store = open_store(samples[0])
     rows = list(converged)
     if len(rows) < 2:
         raise MMDInputError(
             f"{target[0]}: {len(rows)} converged networks; the MMD needs at least 2"
         )
-    groups: dict[int | None, Any] = {None: None}
-    if per_mode:
-        modes = store.info("mode_index")
-        groups = {int(k): np.flatnonzero(modes == k).tolist() for k in np.unique(modes)}
+    units = store.info("unit")
     layers, summaries = [], []
-    for mode, method_rows in groups.items():
-        count = store.n_samples if method_rows is None else len(method_rows)
+    for unit in np.unique(units):
+        method_rows = np.flatnonzero(units == unit).tolist()
         per_layer, summary = compare_stores(
             target,
             samples,
             {
                 "method": store.attrs.get("method", "?"),
                 "variant": store.attrs.get("variant", "?"),
-                "mode": mode,
+                "unit": int(unit),
                 "n_target": len(rows),
-                "n_samples": count,
+                "n_samples": len(method_rows),
             },
             target_rows=rows,
             method_rows=method_rows,
@@ -157,6 +153,6 @@ def method_mmd(
             seed=seed,
             device=device,
         )
-        layers.append(per_layer.with_columns(pl.lit(mode, dtype=pl.Int64).alias("mode")))
-        summaries.append(summary.with_columns(pl.col("mode").cast(pl.Int64)))
+        layers.append(per_layer.with_columns(pl.lit(int(unit), dtype=pl.Int64).alias("unit")))
+        summaries.append(summary.with_columns(pl.col("unit").cast(pl.Int64)))
     return pl.concat(layers, how="diagonal_relaxed"), pl.concat(summaries, how="diagonal_relaxed")

@@ -50,30 +50,66 @@ def _raw_html(fragment: str) -> list[str]:
 def experiment_lines(name: str, experiment: Any, results: Path, parameters: int | None) -> list:
     posterior, methods = experiment.posterior, experiment.methods
     first = posterior.first_seed
-    converged = ""
-    flags = results / name / "posterior" / "converged.parquet"
-    if flags.is_file():
-        import polars as pl  # only under --report: every Snakemake start imports this module
-
-        kept = pl.read_parquet(flags)["converged"].sum()
-        converged = f", {kept} converged (test accuracy >= {posterior.min_accuracy})"
     model = experiment.model.name + (f", {parameters:,} parameters" if parameters else "")
     lines = [
         f"- **{name}**: {experiment.description}",
         "",  # reStructuredText: a nested list is set off by blank lines
         f"  - target posterior: {posterior.n_samples} networks ({model}), seeds "
-        f"{first}..{first + posterior.n_samples - 1}{converged}",
+        f"{first}..{first + posterior.n_samples - 1}",
     ]
+    lines += _acceptance_lines(posterior, results / name / "posterior")
     if methods is not None:
         lines.append(
             f"  - methods: {', '.join(configured_methods(methods))}; {methods.n_samples} samples "
-            f"per variant, {methods.modes} modes from a pool of {methods.pool} networks "
-            f"(seeds {methods.first_seed}..{methods.first_seed + methods.pool - 1})"
+            f"per variant, one-mode at each of {methods.modes} modes, {methods.replicates} "
+            f"multi-mode replicate(s) of {methods.window} modes each; the modes are the first "
+            f"kept networks of a pool of {methods.pool} (seeds {methods.first_seed}.."
+            f"{methods.first_seed + methods.pool - 1})"
         )
     jobs, seconds = job_time(results / name)
     if jobs:
         lines.append(f"  - {jobs} jobs, {_duration(seconds)} of job time (sum of their run times)")
     return [*lines, ""]
+
+
+def _acceptance_lines(posterior: Any, folder: Path) -> list[str]:
+    """How well the target trained, which networks the acceptance rule dropped and why, and
+    the plateau check, as far as they are computed."""
+    flags, plateau = folder / "converged.parquet", folder / "plateau.parquet"
+    if not flags.is_file():
+        return []
+    import polars as pl  # only under --report: every Snakemake start imports this module
+
+    table = pl.read_parquet(flags)
+    accuracy = table["test_accuracy"].drop_nans().drop_nulls()
+    rule = f"test accuracy >= {posterior.min_accuracy}"
+    if posterior.max_below_median is not None:
+        rule += f" and at most {posterior.max_below_median} below the median"
+    dropped = table.filter(~pl.col("converged"))
+    why = ", ".join(
+        f"{r['len']} {r['reason']}" for r in dropped.group_by("reason").len().rows(named=True)
+    )
+    lines = [
+        f"  - acceptance rule: {rule}; {table.height - dropped.height} of {table.height} kept, "
+        f"{dropped.height} dropped{f' ({why})' if why else ''}"
+    ]
+    if accuracy.len():
+        lines.append(
+            f"  - test accuracy of the trained networks: median {accuracy.median():.3f}, "
+            f"min {accuracy.min():.3f}, max {accuracy.max():.3f}"
+        )
+    if plateau.is_file():
+        check = pl.read_parquet(plateau)
+        runs = "; ".join(
+            f"{r['run']} ({r['epochs']} epochs): median {r['median']:.3f}, min {r['min']:.3f}"
+            for r in check.iter_rows(named=True)
+        )
+        verdict = "at its plateau" if check["at_plateau"][0] else "NOT at its plateau"
+        lines.append(
+            f"  - plateau check on {check['networks'][0]} seeds: {runs}; doubling the epochs "
+            f"moved the median by {check['median_gain'][0] * 100:+.1f} points: {verdict}"
+        )
+    return lines
 
 
 def headline(name: str, results: Path) -> list[str]:
@@ -94,10 +130,9 @@ def headline(name: str, results: Path) -> list[str]:
     if (report / "findings.parquet").is_file():
         lines += ["", f"**Findings, {name}** (the paper's claims tested on our Table 1):", ""]
         for row in pl.read_parquet(report / "findings.parquet").iter_rows(named=True):
-            verdict = {True: "holds", False: "does not hold", None: "not judged"}[row["holds"]]
             lines.append(
-                f"- {row['finding']}: ours {row['ours']}, paper {row['paper']} "
-                f"({row['status']}): **{verdict}**"
+                f"- {row['finding']} ({row['status']}; paper {row['paper']}): **{row['verdict']}**"
+                f" (ours: {row['ours']}; {row['test']})"
             )
     return lines
 

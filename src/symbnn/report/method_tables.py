@@ -2,9 +2,11 @@
 multi-mode) and Table 2 (median, mean and max of the twenty-kernel MMDs), from the per-method
 MMD summaries and the metrics rows, and Table 1 beside the paper's figures.
 
-A single-mode variant holds one single-mode posterior per mode (rows ``mode`` 0..M-1 in its
-MMD summary and metrics); its Table 1 row is their mean, with their standard deviation in
-the ``<column> sd`` columns (null for multi-mode rows), and ``modes`` says over how many.
+Every row is summarised over its units: a one-mode variant holds one single-mode posterior
+per mode, a multi-mode variant one multi-mode posterior per replicate (rows ``unit`` in its MMD
+summary and metrics). Its Table 1 row is their mean, with their standard deviation in the
+``<column> sd`` columns, and ``units`` says over how many; `unit_table` keeps every unit's
+figures for the findings' tests.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ TABLE1_COLUMNS = {
     "oodmi": "OODMI",
     "mmd_reject_share": "MMD rej",
     "ns_mmd_reject_share": "NS MMD rej",
+    # the mean test accuracy of the modes a row's samples come from (pool networks): a method
+    # whose Acc exceeds it gained from training further, not from its posterior
+    "mode_accuracy": "Modes acc",
 }
 # what each column measures, for the report's headers
 UNITS = {
@@ -51,6 +56,7 @@ UNITS = {
     "OODMI": "nats x100",
     "MMD rej": "% of layers",
     "NS MMD rej": "% of layers",
+    "Modes acc": "%",
 }
 GROUPS = {"single": "one mode", "multi": "multi mode"}
 
@@ -59,10 +65,16 @@ def metrics_row(
     predictions_path: str | os.PathLike,
     score: str = METRICS.ood_score,
     bins: int = METRICS.bins,
-    modes: np.ndarray | None = None,
+    units: np.ndarray | None = None,
+    mode_index: np.ndarray | None = None,
+    mode_accuracy: np.ndarray | None = None,
 ) -> pl.DataFrame:
     """Raw metrics (fractions and nats) of a method's stored predictions: one row, or with
-    `modes` (each sample's mode index) one row per mode, each mode's samples an ensemble."""
+    `units` (each sample's unit: its mode in a one-mode variant, its replicate in a multi-mode
+    one) one row per unit, each unit's samples an ensemble. With `mode_index` (each sample's
+    mode) and `mode_accuracy` (each mode's own test accuracy), a unit's row also gives the mean
+    accuracy of the modes its samples come from (``mode_accuracy``), so that a gain from the
+    method's own further training shows beside its accuracy."""
     # imported here: they load torch, which the table formatting below (read by the Snakefile
     # for the report's front page) does not need
     from symbnn.metrics import uncertainty_metrics
@@ -70,11 +82,11 @@ def metrics_row(
 
     pred = open_predictions(predictions_path)
     labels = pred.read("labels")
-    groups = {None: slice(None)} if modes is None else _mode_runs(modes, predictions_path)
+    groups = {None: slice(None)} if units is None else _unit_runs(units, predictions_path)
     rows = []
-    for mode, sel in groups.items():
+    for unit, sel in groups.items():
         test, ood = pred.group["test"], pred.group["ood"]
-        if mode is not None:  # a mode's samples are read whole (n_samples x inputs x classes)
+        if unit is not None:  # a unit's samples are read whole (n_samples x inputs x classes)
             test, ood = test[sel], ood[sel]
         values = uncertainty_metrics(
             test,
@@ -84,26 +96,30 @@ def metrics_row(
             bins=bins,
             names=(f"{predictions_path}: test", f"{predictions_path}: ood"),
         )
+        modes_acc = None
+        if mode_index is not None and mode_accuracy is not None:
+            modes_acc = float(np.mean(mode_accuracy[mode_index[sel]]))
         rows.append(
             {
                 "method": pred.attrs.get("method", "?"),
                 "variant": pred.attrs.get("variant", "?"),
-                "mode": mode,
-                "n_samples": pred.n_samples if mode is None else sel.stop - sel.start,
+                "unit": unit,
+                "n_samples": pred.n_samples if unit is None else sel.stop - sel.start,
                 "ood_score": score,
                 **values,
+                "mode_accuracy": modes_acc,
             }
         )
-    return pl.DataFrame(rows, schema_overrides={"mode": pl.Int64})
+    return pl.DataFrame(rows, schema_overrides={"unit": pl.Int64, "mode_accuracy": pl.Float64})
 
 
-def _mode_runs(modes: np.ndarray, where: str | os.PathLike) -> dict[int, slice]:
-    """Each mode's rows: a sample store holds each mode's samples as one run of rows."""
+def _unit_runs(units: np.ndarray, where: str | os.PathLike) -> dict[int, slice]:
+    """Each unit's rows: a sample store holds each unit's samples as one run of rows."""
     runs = {}
-    for k in np.unique(modes):
-        rows = np.flatnonzero(modes == k)
+    for k in np.unique(units):
+        rows = np.flatnonzero(units == k)
         if rows[-1] - rows[0] + 1 != len(rows):
-            raise ValueError(f"{where}: the samples of mode {k} are not contiguous")
+            raise ValueError(f"{where}: the samples of unit {k} are not contiguous")
         runs[int(k)] = slice(int(rows[0]), int(rows[-1]) + 1)
     return runs
 
@@ -120,50 +136,56 @@ def _order(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def table1(mmd_summaries: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
-    """Per (method, variant): the paper's Table 1 columns, x100, grouped one mode / multi
-    mode; a single-mode row is the mean over its modes, their sd in ``<column> sd``."""
+def unit_table(mmd_summaries: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
+    """One row per (method, variant, unit) with the paper's Table 1 columns, x100: the figures
+    each one-mode posterior (one per mode) and each multi-mode replicate gives, which Table 1
+    summarises and the findings test."""
     mmd_keys = ("mmd", "ns_mmd", "mmd_reject_share", "ns_mmd_reject_share")
     mmd = mmd_summaries.select(
         "method",
         "variant",
-        pl.col("mode").cast(pl.Int64),
+        pl.col("unit").cast(pl.Int64),
         *[
             pl.col(k) if k in mmd_summaries.columns else pl.lit(None, pl.Float64).alias(k)
             for k in mmd_keys
         ],
     )
-    per_mode = mmd.join(
-        metrics.drop("n_samples", "ood_score").with_columns(pl.col("mode").cast(pl.Int64)),
-        on=["method", "variant", "mode"],
+    if "mode_accuracy" not in metrics.columns:
+        metrics = metrics.with_columns(pl.lit(None, pl.Float64).alias("mode_accuracy"))
+    per_unit = mmd.join(
+        metrics.drop("n_samples", "ood_score").with_columns(pl.col("unit").cast(pl.Int64)),
+        on=["method", "variant", "unit"],
         how="full",
         coalesce=True,
         nulls_equal=True,
     )
-    keys = list(TABLE1_COLUMNS)
-    joined = per_mode.group_by("method", "variant", maintain_order=True).agg(
-        pl.len().alias("modes"),
-        *[pl.col(k).cast(pl.Float64).mean() for k in keys],
-        *[pl.col(k).cast(pl.Float64).std().alias(f"{k}_sd") for k in keys],
-    )
-    joined = _order(joined)
-    single = pl.col("variant") == "single"
-    return joined.select(
+    return _order(per_unit).select(
         pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
         pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
-        pl.when(single).then(pl.col("modes")).otherwise(1).alias("modes"),
-        *[(pl.col(key) * 100).alias(label) for key, label in TABLE1_COLUMNS.items()],
+        "unit",
         *[
-            pl.when(single).then(pl.col(f"{key}_sd") * 100).otherwise(None).alias(f"{label} sd")
+            (pl.col(key).cast(pl.Float64) * 100).alias(label)
             for key, label in TABLE1_COLUMNS.items()
         ],
     )
 
 
+def table1(units: pl.DataFrame) -> pl.DataFrame:
+    """Per (method, variant): the mean of its units' figures (`unit_table`), their standard
+    deviation in ``<column> sd`` and their number in ``units`` (modes of a one-mode row,
+    replicates of a multi-mode row)."""
+    labels = list(TABLE1_COLUMNS.values())
+    return units.group_by("group", "method", maintain_order=True).agg(
+        pl.len().alias("units"),
+        *[pl.col(label).mean() for label in labels],
+        *[pl.col(label).std().alias(f"{label} sd") for label in labels],
+    )
+
+
 def table1_display(table: pl.DataFrame, digits: int = 1) -> pl.DataFrame:
-    """Table 1 as the report prints it: units in the headers, a one-mode row's figures as
-    "mean ± sd over its modes"."""
-    columns = [pl.col("group"), pl.col("method")]
+    """Table 1 as the report prints it: units in the headers, each row's figures as
+    "mean ± sd" over its units (modes or replicates), and how many units."""
+    columns = [pl.col("group"), pl.col("method"), pl.col("units")]
     for label in TABLE1_COLUMNS.values():
         value, sd = pl.col(label), pl.col(f"{label} sd")
         text = value.round(digits).cast(pl.String)
@@ -209,8 +231,7 @@ def with_units(frame: pl.DataFrame, note: str = "") -> pl.DataFrame:
 
 def table2(mmd_summaries: pl.DataFrame) -> pl.DataFrame:
     """Per (method, variant): median, mean and max over the twenty kernels of MMD and NS MMD
-    (each the parameter-weighted mean over layers), x100; a single-mode row is the mean over
-    its modes."""
+    (each the parameter-weighted mean over layers), x100; the mean over the row's units."""
     stats = [
         f"{prefix}_{stat}" for prefix in ("mmd", "ns_mmd") for stat in ("median", "mean", "max")
     ]

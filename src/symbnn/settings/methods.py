@@ -111,7 +111,14 @@ class Laplace(Section):
 
 @dataclasses.dataclass(frozen=True)
 class DeepEnsembles(Section):
-    DOC = "Deep Ensembles: one sample per converged pool network (no settings)"
+    DOC = "Deep Ensembles: one sample per converged pool network"
+    stride: int | None = setting(
+        None,
+        "converged pool networks between the first members of consecutive replicates "
+        "(replicate r takes n_samples networks from r * stride); none: n_samples, so "
+        "replicates share no member",
+        ge=1,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +137,18 @@ class Methods(Section):
         ge=2,
     )
     pool: int = setting(doc="networks trained to find modes and Deep Ensemble members", ge=2)
+    replicates: int = setting(
+        1,
+        "multi-mode posteriors drawn per method, each from its own modes (or, for Deep "
+        "Ensembles, members), so that a multi-mode row has a spread to test against",
+        ge=1,
+    )
+    modes_per_replicate: int | None = setting(
+        None,
+        "modes each multi-mode replicate splits its samples among (replicate r takes the modes "
+        "from r on, cyclically); none: all modes",
+        ge=1,
+    )
     first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0)
     seed: int = setting(0, "seed of every sampler's random draws", ge=0)
     retries: int = setting(
@@ -147,17 +166,36 @@ class Methods(Section):
     de: DeepEnsembles | None = setting(None, "Deep Ensembles")
 
     def check(self, where: str) -> None:
+        if self.modes_per_replicate is not None and self.modes_per_replicate > self.modes:
+            raise ConfigError(
+                f"{where}.modes_per_replicate: {self.modes_per_replicate} exceeds modes "
+                f"({self.modes})"
+            )
         if self.modes > self.pool:
             raise ConfigError(f"{where}.modes: {self.modes} exceeds pool ({self.pool})")
-        if self.n_samples < self.modes:
+        if self.n_samples < self.window:
             raise ConfigError(
-                f"{where}.n_samples: {self.n_samples} is below modes ({self.modes}): every mode needs a sample"
+                f"{where}.n_samples: {self.n_samples} is below the {self.window} modes of a "
+                "multi-mode replicate: every mode needs a sample"
             )
-        if self.de is not None and self.n_samples > self.pool:
+        if self.de is not None and self.de_members_needed > self.pool:
             raise ConfigError(
-                f"{where}.n_samples: {self.n_samples} exceeds pool ({self.pool}): Deep Ensembles "
-                "take one pool network per sample"
+                f"{where}.pool: {self.pool} is below the {self.de_members_needed} networks that "
+                f"{self.replicates} Deep Ensemble replicate(s) of {self.n_samples} members "
+                f"(stride {self.de.stride or self.n_samples}) take; raise pool or de.stride's "
+                "overlap (a smaller stride)"
             )
+
+    @property
+    def de_members_needed(self) -> int:
+        """Converged pool networks the Deep Ensemble replicates take."""
+        stride = (self.de.stride if self.de is not None else None) or self.n_samples
+        return (self.replicates - 1) * stride + self.n_samples
+
+    @property
+    def window(self) -> int:
+        """Modes per multi-mode replicate."""
+        return self.modes_per_replicate or self.modes
 
     @property
     def pool_seeds(self) -> range:
