@@ -5,11 +5,13 @@
 # in the settings' field order (so reordering config.yaml changes nothing). The environment
 # (data_root, download, device) and resources (compute) are never params.
 
+import dataclasses
 import functools
 import re
 
 import symbnn.analyses.plan
 import symbnn.methods.registry
+import symbnn.plateau
 import symbnn.report.symmetry_counts
 import symbnn.settings.workflow
 
@@ -36,6 +38,13 @@ def training_params(wildcards):
         "model": experiment.model.to_dict(),
         "recipe": experiment.recipe.to_dict(),
     }
+
+
+def plateau_training_params(wildcards):
+    """`training_params` with the recipe run for twice the epochs (the plateau check)."""
+    params = training_params(wildcards)
+    recipe = experiment_of(wildcards).recipe.stretched(symbnn.plateau.FACTOR)
+    return {**params, "recipe": recipe.to_dict()}
 
 
 def section_params(*path):
@@ -130,6 +139,9 @@ def all_targets():
             f"{RESULTS}/{experiment}/report/collapse.png",
             f"{RESULTS}/{experiment}/report/symmetry_counts.md",
         ]
+        posterior = EXPERIMENTS[experiment].posterior
+        if posterior.plateau_seeds is not None and posterior.source == "train":
+            targets.append(f"{RESULTS}/{experiment}/report/plateau.md")
         if EXPERIMENTS[experiment].mmd.de_members is not None:
             targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
         if method_variants(experiment):
@@ -157,12 +169,20 @@ def pool_posterior(experiment):
     )
 
 
+def acceptance_params(wildcards):
+    """The acceptance rule: which trained networks are kept."""
+    posterior = experiment_of(wildcards).posterior
+    return {
+        "min_accuracy": posterior.min_accuracy,
+        "max_below_median": posterior.max_below_median,
+    }
+
+
 def fit_params(wildcards):
     """What one block of a method's fits depends on besides the pool and its convergence
     flags: the method's fit settings, the modes, the seed; the sample counts when the method
-    draws its samples while fitting; the convergence threshold and retries when it trains its
-    own network."""
-    experiment, methods = experiment_of(wildcards), methods_of(wildcards.experiment)
+    draws its samples while fitting; the retries when it trains its own network."""
+    methods = methods_of(wildcards.experiment)
     registry, method = symbnn.methods.registry, wildcards.method
     blocks = symbnn.methods.registry.mode_blocks(method, methods)
     params = {
@@ -173,7 +193,8 @@ def fit_params(wildcards):
     if registry.samples_at_fit(method):
         params["counts"] = registry.fit_counts(method, methods)
     if method in registry.TRAINS_FROM_SCRATCH:
-        params["min_accuracy"] = experiment.posterior.min_accuracy
+        # the network must pass the pool's acceptance threshold (read from its table) within
+        # these retries
         params["retries"] = methods.retries
     return params
 
@@ -186,7 +207,10 @@ def draw_params(wildcards):
     registry = symbnn.methods.registry
     return {
         "settings": registry.draw_settings(wildcards.method, methods),
-        "shares": registry.mode_shares(wildcards.method, wildcards.variant, methods),
+        "plan": [
+            dataclasses.asdict(d)
+            for d in registry.draw_plan(wildcards.method, wildcards.variant, methods)
+        ],
         "seed": methods.seed,
     }
 

@@ -72,8 +72,56 @@ rule convergence:
         mem_mb=1000,
         runtime=10,
     params:
-        min_accuracy=section_params("posterior", "min_accuracy"),
+        acceptance=acceptance_params,
     message:
         "Flagging the {wildcards.experiment} target networks converged or not"
     script:
         "../workflow_scripts/convergence.py"
+
+
+# Evidence that the recipe reaches its plateau: the first target seeds trained for twice the
+# epochs (src/symbnn/plateau.py), their test accuracy at 1x and 2x side by side in the report.
+use rule train_shard as train_plateau with:
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/posterior/plateau.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/train_plateau.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/train_plateau.tsv"
+    params:
+        training=plateau_training_params,
+        seeds=lambda wc: symbnn.plateau.plateau_seeds(
+            experiment_of(wc).posterior.first_seed, experiment_of(wc).posterior.plateau_seeds
+        ),
+    message:
+        "Training the first target seeds of {wildcards.experiment} for twice the epochs"
+
+
+rule plateau:
+    input:
+        target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        longer=f"{RESULTS}/{{experiment}}/posterior/plateau.zarr",
+    output:
+        parquet=f"{RESULTS}/{{experiment}}/posterior/plateau.parquet",
+        md=f"{RESULTS}/{{experiment}}/report/plateau.md",
+        html=report(
+            f"{RESULTS}/{{experiment}}/report/plateau.html",
+            caption="../report/plateau.rst",
+            category="1 Target posterior",
+            subcategory="{experiment}",
+            labels={"table": "trained to its plateau", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/plateau.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/plateau.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    message:
+        "Comparing the {wildcards.experiment} seeds trained for 1x and 2x the epochs"
+    script:
+        "../workflow_scripts/plateau.py"

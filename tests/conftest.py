@@ -117,11 +117,14 @@ def workflow_config(experiments, analyses=None, **top):
     }
 
 
-# Every method, cut down to seconds: 2 samples per variant, 2 modes, a pool of 2 networks.
+# Every method, cut down to seconds: 2 samples per unit, 2 modes, 2 multi-mode replicates of
+# one mode each, a pool of 4 networks (2 Deep Ensemble replicates of 2 members).
 TINY_METHODS = {
     "n_samples": 2,
     "modes": 2,
-    "pool": 2,
+    "replicates": 2,
+    "modes_per_replicate": 1,
+    "pool": 4,
     "first_seed": 1000,
     "dropout": {"rate": 0.2},
     "bnn": {"elbo_samples": 1},
@@ -136,6 +139,7 @@ def tiny_workflow_config(methods=True):
     """Every rule of the workflow at toy size; with methods=False only the target posterior."""
     tiny = tiny_experiment(n_samples=4)
     tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
+    tiny["posterior"]["plateau_seeds"] = 2
     if not methods:
         return workflow_config({"tiny": tiny})
     tiny["methods"] = TINY_METHODS

@@ -49,6 +49,11 @@ def test_workflow_builds_the_posterior_and_report(finished_run):
     assert "| n_samples" in (results / "report" / "posterior_training.md").read_text().replace(
         " n_samples", "| n_samples"
     )
+    plateau = pl.read_parquet(results / "posterior" / "plateau.parquet")
+    assert plateau["run"].to_list() == ["1x", "2x"] and plateau["networks"].to_list() == [2, 2]
+    assert plateau["epochs"][1] == 2 * plateau["epochs"][0]
+    flags = pl.read_parquet(results / "posterior" / "converged.parquet")
+    assert set(flags["reason"]) <= {"kept", "below min_accuracy"}
     for shard in ("000", "001"):
         assert (results / "logs" / "train_shard" / f"{shard}.log").exists()
         assert (results / "benchmarks" / "train_shard" / f"{shard}.tsv").exists()
@@ -100,30 +105,27 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
         folder = results / "methods" / method / variant
         samples = open_store(folder / "samples.zarr")
         samples.validate()
-        # single-mode: all n_samples (2) at each of the 2 modes; multi-mode: 2 split over them
-        expected = 4 if variant == "single" else 2
-        assert samples.n_samples == expected and samples.state_names == target.state_names
+        # one-mode: all n_samples (2) at each of the 2 modes; multi-mode: 2 replicates of 2
+        # samples, each from its own mode (Deep Ensembles: its own 2 pool networks)
+        assert samples.n_samples == 4 and samples.state_names == target.state_names
         assert samples.attrs["method"] == method and samples.attrs["variant"] == variant
-        assert sorted(set(samples.info("mode_index"))) == [0, 1], (method, variant)
+        assert list(samples.info("unit")) == [0, 0, 1, 1], (method, variant)
+        modes = [0, 1, 2, 3] if method == "de" else [0, 0, 1, 1]
+        assert list(samples.info("mode_index")) == modes, (method, variant)
         predictions = open_predictions(folder / "predictions.zarr")
-        assert predictions.read("test").shape == (expected, 200, 10)
-        assert predictions.read("ood").shape == (expected, 50, 10)
+        assert predictions.read("test").shape[0] == 4
+        assert predictions.read("ood").shape == (4, 50, 10)
         mmd = pl.read_parquet(results / "mmd" / method / variant / "summary.parquet")
         metrics = pl.read_parquet(results / "metrics" / method / f"{variant}.parquet")
-        per_mode = 2 if variant == "single" else 1  # one single-mode posterior per mode
-        assert mmd.height == per_mode and metrics.height == per_mode
-    # one fit per mode (or one block of members), shared by both variants
-    for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
-        assert sorted(p.name for p in (results / "methods" / method / "fits").iterdir()) == [
-            "000.pt",
-            "001.pt",
-        ]
+        # one posterior per unit: per mode (one-mode), per replicate (multi-mode)
+        assert mmd["unit"].to_list() == [0, 1] and metrics["unit"].to_list() == [0, 1]
+        assert metrics["mode_accuracy"].null_count() == 0
     table1 = pl.read_parquet(results / "report" / "table1.parquet")
     assert table1.height == len(pairs)
     assert table1.columns[:15] == [
         "group",
         "method",
-        "modes",
+        "units",
         "MMD",
         "NS MMD",
         "Acc",
@@ -137,8 +139,8 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
         "MMD rej",
         "NS MMD rej",
     ]
-    one = table1.filter(pl.col("group") == "one mode")
-    assert one.height == 5 and (one["modes"] == 2).all() and one["MMD sd"].null_count() == 0
+    assert (table1["units"] == 2).all() and table1["MMD sd"].null_count() == 0
+    assert table1["Modes acc"].null_count() == 0
     assert table1.select(table1.columns[:13]).null_count().sum_horizontal()[0] == 0
     assert "\\toprule" in (results / "report" / "table1.tex").read_text()
     assert " ± " in (results / "report" / "table1.md").read_text()

@@ -7,7 +7,7 @@ import torch
 from symbnn.jobenv import environment
 from symbnn.methods.registry import settings_class
 from symbnn.methods.sampling import fit_block, job_problem, save_fits
-from symbnn.posterior import converged_rows
+from symbnn.posterior import acceptance_threshold_of, converged_rows
 from symbnn.runlog import log_to
 
 torch.set_num_threads(snakemake.threads)
@@ -19,7 +19,10 @@ with log_to(snakemake.log[0]):
         snakemake.params.training,
         snakemake.params.fit,
     )
-    problem = job_problem(training, env, fit.get("min_accuracy", 0.0), fit.get("retries", 0))
+    # a method that trains its own network keeps it only if it passes the pool's acceptance
+    # threshold, as the pool's networks had to
+    threshold = acceptance_threshold_of(snakemake.input.converged) if "retries" in fit else 0.0
+    problem = job_problem(training, env, threshold, fit.get("retries", 0))
     fits = fit_block(
         problem,
         method,

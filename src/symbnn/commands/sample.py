@@ -68,7 +68,8 @@ def _run(args) -> int:
         gather_shards([shard], pool)
         shutil.rmtree(shard)
     _check_pool(pool, experiment)
-    table = convergence_table(pool, experiment.posterior.min_accuracy)
+    posterior = experiment.posterior
+    table = convergence_table(pool, posterior.min_accuracy, posterior.max_below_median)
     converged = table.filter(table["converged"])["row"].to_list()
     problem = problem_for(
         experiment.data,
@@ -77,7 +78,7 @@ def _run(args) -> int:
         config.data_root,
         config.download,
         args.device,
-        experiment.posterior.min_accuracy,
+        float(table["threshold"][0]),
         experiment.methods.retries,
     )
     store = sample_store(

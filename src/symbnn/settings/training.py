@@ -183,6 +183,13 @@ class Recipe(Section):
         """Learning rate of the last epoch: the one a trained network ended with."""
         return self.lr_at(self.epochs - 1)
 
+    def stretched(self, factor: int) -> Recipe:
+        """The same recipe run `factor` times as long: epochs and milestones scaled, so the
+        schedule keeps its shape (cosine scales with the epochs by itself)."""
+        return self.replace(
+            epochs=self.epochs * factor, milestones=tuple(m * factor for m in self.milestones)
+        )
+
 
 def recipe_changes(name: str, doc: str, **defaults: Any) -> type[Section]:
     """A section of optional changes to the experiment's recipe (same keys and bounds as
@@ -220,6 +227,20 @@ class Posterior(Section):
     min_accuracy: float = setting(
         0.5, "test accuracy under which a network is flagged as not converged", ge=0, le=1
     )
+    plateau_seeds: int | None = setting(
+        None,
+        "the first N target seeds are trained again for twice the recipe's epochs, to show "
+        "that the recipe reaches its plateau (the report compares their test accuracy at 1x "
+        "and 2x); none: no such check",
+        ge=2,
+    )
+    max_below_median: float | None = setting(
+        None,
+        "also drop a network whose test accuracy is more than this below the median of the "
+        "networks trained alike (a straggler); none: min_accuracy alone decides",
+        gt=0,
+        le=1,
+    )
     source: Literal["train", "checkpoints"] = setting(
         "train",
         "train: networks trained from seeds; checkpoints: the authors' released networks, "
@@ -242,6 +263,11 @@ class Posterior(Section):
         if self.shard_size > self.n_samples:
             raise ConfigError(
                 f"{where}.shard_size: {self.shard_size} exceeds n_samples ({self.n_samples})"
+            )
+        if self.plateau_seeds is not None and self.plateau_seeds > self.n_samples:
+            raise ConfigError(
+                f"{where}.plateau_seeds: {self.plateau_seeds} exceeds n_samples "
+                f"({self.n_samples}): the check retrains target seeds"
             )
 
     def shard_ids(self) -> list[str]:
