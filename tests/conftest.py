@@ -128,7 +128,7 @@ TINY_METHODS = {
     "first_seed": 1000,
     "dropout": {"rate": 0.2},
     "bnn": {"elbo_samples": 1},
-    "sghmc": {"burn_in_epochs": 0, "thinning_steps": 2},
+    "sghmc": {"burn_in_epochs": 0, "sample_every_epochs": 0.5},
     "swag": {"epochs": 1, "snapshots": 2, "rank": 1},
     "laplace": {"prior_precision": 1.0},
     "de": {},

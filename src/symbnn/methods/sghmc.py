@@ -1,52 +1,41 @@
-"""Stochastic-gradient Hamiltonian Monte Carlo (SGHMC), started from a trained mode.
+"""Stochastic-gradient Hamiltonian Monte Carlo (SGHMC) chains, started from a trained mode.
 
-Reference: T. Chen, E. B. Fox, C. Guestrin, "Stochastic Gradient Hamiltonian Monte Carlo",
-ICML 2014 (section 3.3 and equation (15), the "momentum" form of the sampler).
+Two samplers (`symbnn.methods.sghmc_dynamics` has them on plain tensors, docs/maths.md 4.4):
 
-Target. With N = len(train) training pairs and a Gaussian prior of precision lambda, the
-potential energy is
+- `scale_adapted` (default): the paper's reference code, H_SA_SGHMC of the
+  "Bayesian-Neural-Networks" repository (Springenberg et al. 2016): a per-element
+  preconditioner from gradient estimates adapted during burn-in, the prior precision of each
+  parameter tensor Gibbs-sampled under a Gamma hyperprior, the velocity redrawn periodically;
+- `momentum`: Chen et al. (2014, eq. 15) with the gradient-noise estimate 0 and a temperature.
 
-    U(theta) = sum_i CE(f_theta(x_i), y_i) + lambda / 2 * ||theta||^2,
+Target. With N = len(train) training pairs, the potential is
 
-the negative log posterior up to a constant (every parameter is in theta; BatchNorm running
-statistics are buffers, not parameters). It is estimated on a minibatch B as
+    U(theta) = sum_i CE(f_theta(x_i), y_i) + sum_k lambda_k / 2 * ||theta_k||^2
 
-    U~(theta) = N * mean_{i in B} CE(f_theta(x_i), y_i) + lambda / 2 * ||theta||^2.
+over the parameter tensors theta_k (BatchNorm running statistics are buffers, not
+parameters), estimated on a minibatch B as the reference does: N * mean_{i in B} CE plus the
+prior term. The precisions lambda_k are Gibbs-sampled (scale_adapted with its hyperprior) or
+fixed at N * weight_decay (the prior as a weight decay on the mean loss; default the recipe's).
 
-Dynamics. Chen et al. write SGHMC with mass M, step size epsilon and friction C; with the
-substitutions v = epsilon M^{-1} r, eta = epsilon^2 M^{-1}, alpha = epsilon M^{-1} C their
-equation (15) reads
+Momentum settings are per example, as an SGD recipe is: `lr` is the SGD rate on the mean
+loss, so the step on the summed potential is lr / N (default the recipe's last rate). The
+scale-adapted sampler needs no such scaling: its preconditioner 1 / sqrt(V^) absorbs N.
 
-    v     <- (1 - alpha) v - eta * grad U~(theta) + sqrt(2 (alpha - beta^) eta) * xi,
-    theta <- theta + v,                                       xi ~ N(0, I).
-
-Here the gradient-noise estimate beta^ is 0 (the paper's practical choice: for small eta
-the minibatch noise, of variance O(eta^2), is dominated by the injected O(eta) noise), and
-a temperature T scales the injected noise to target exp(-U / T):
-
-    v     <- (1 - friction) v - eta * grad U~(theta) + sqrt(2 * friction * eta * T) * xi,
-    theta <- theta + v.
-
-`sghmc_step` is this update on plain tensors, usable on any potential; `friction` is
-alpha = 1 - SGD momentum, and the chain behaves like heavy-ball SGD with calibrated noise.
-
-Scaling with N. The settings are written per example, as an SGD recipe is, so that one
-setting means the same chain on 4,000 or 60,000 images: `lr` is the SGD rate on the mean
-loss, so eta = lr / N, and `weight_decay` is the prior as a weight decay on the mean loss, so
-the prior precision is lambda = N * weight_decay. Both default to the experiment's recipe:
-its last learning rate (where the modes ended) and its weight decay.
-
-Chain. Velocity starts at 0 and theta at the mode. After `burn_in_epochs` epochs one sample
-is kept every `thinning_steps` steps until `count` are collected (epochs are added as
-needed). Minibatches follow `seed_batches` with a data-order seed derived from (mode.seed,
-seed); the injected noise comes from a generator seeded with `seed`. Forward passes run in
-train mode, so BatchNorm running statistics keep tracking the chain and each sample stores
-the buffers current at that step.
+Chain. theta starts at the mode. The schedule is in epochs of the chain's minibatches:
+`burn_in_epochs`, then one sample every `sample_every_epochs` until `count` are collected;
+`epochs` bounds the chain, so it holds at most (epochs - burn-in) / spacing samples. Unset,
+the three follow the reference's MNIST chain (250, 20, 2 epochs) in proportion to the recipe's
+epochs (the paper's OptuNet recipe has 60). Minibatches follow `seed_batches` with a
+data-order seed derived from (mode.seed, seed) and the recipe's augmentation; the injected
+noise and velocity draws come from a torch generator seeded with `seed`, the Gamma draws from
+a numpy generator derived from it. Forward passes run in train mode, so BatchNorm running
+statistics keep tracking the chain and each sample stores the buffers current at that step.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -54,38 +43,78 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.methods.base import Fitted, Mode, Problem, check_count, fitted_samples, generator
+from symbnn.methods.sghmc_dynamics import (
+    GammaHyperprior,
+    GaussianPrior,
+    MomentumSghmc,
+    ScaleAdaptedSghmc,
+)
+from symbnn.methods.sghmc_dynamics import sghmc_step as sghmc_step  # the momentum core
 from symbnn.settings import Recipe, Sghmc
 from symbnn.train.loop import seed_batches
 
 NAME = "sghmc"
 
 _DATA_ORDER_TAG = 0x5347  # "SG": separates this method's data-order seeds from others'
+_GAMMA_TAG = 0x4741  # "GA": the hyperprior's numpy stream, apart from the torch noise
 
 
-def sghmc_step(
-    theta: torch.Tensor,
-    velocity: torch.Tensor,
-    grad: torch.Tensor,
-    lr: float,
-    friction: float,
-    temperature: float,
-    gen: torch.Generator | None,
-) -> None:
-    """One SGHMC update, in place, on tensors of any (equal) shape:
-    v <- (1 - friction) v - lr grad + sqrt(2 friction lr temperature) xi;  theta <- theta + v.
-    `grad` is the (stochastic) gradient of U at the current theta."""
-    velocity.mul_(1.0 - friction).sub_(grad, alpha=lr)
-    if temperature > 0:
-        noise = torch.randn(theta.shape, generator=gen, device=theta.device, dtype=theta.dtype)
-        velocity.add_(noise, alpha=math.sqrt(2.0 * friction * lr * temperature))
-    theta.add_(velocity)
+def prior_precision(settings: Sghmc, recipe: Recipe, n_train: int) -> float:
+    """The fixed prior precision: N * weight decay (the setting's, or the recipe's)."""
+    decay = settings.weight_decay if settings.weight_decay is not None else recipe.weight_decay
+    return n_train * decay
 
 
 def scaled(settings: Sghmc, recipe: Recipe, n_train: int) -> tuple[float, float]:
-    """(SGD-equivalent lr on the mean loss, prior precision lambda = N * weight decay)."""
+    """Momentum variant: (SGD-equivalent lr on the mean loss, prior precision N * weight decay)."""
     lr = settings.lr if settings.lr is not None else recipe.final_lr()
-    decay = settings.weight_decay if settings.weight_decay is not None else recipe.weight_decay
-    return lr, n_train * decay
+    return lr, prior_precision(settings, recipe, n_train)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A chain's schedule in steps of `batch_size` pairs: burn-in, steps between samples, and
+    the length that bounds it; `epochs` keeps the three in epochs for messages."""
+
+    batch_size: int
+    steps_per_epoch: int
+    burn_in: int
+    spacing: int
+    length: int
+    epochs: tuple[float, float, float]
+
+    @property
+    def capacity(self) -> int:
+        """The samples the chain holds."""
+        return max(0, (self.length - self.burn_in) // self.spacing)
+
+    def is_sample(self, step: int) -> bool:
+        return step > self.burn_in and (step - self.burn_in) % self.spacing == 0
+
+    def check(self, count: int) -> None:
+        if count > self.capacity:
+            length, burn_in, every = self.epochs
+            raise ValueError(
+                f"{NAME}: {count} samples asked for, but a chain of {length:g} epochs with "
+                f"{burn_in:g} burn-in epochs and one sample every {every:g} epochs "
+                f"({self.spacing} steps) holds {self.capacity}; raise sghmc.epochs or lower "
+                "sghmc.sample_every_epochs"
+            )
+
+
+def schedule(settings: Sghmc, recipe: Recipe, n_train: int) -> Schedule:
+    """The chain's schedule for a training set of `n_train` pairs."""
+    batch = settings.batch_size if settings.batch_size is not None else recipe.batch_size
+    per_epoch = math.ceil(n_train / batch)
+    length, burn_in, every = settings.chain_epochs(recipe.epochs)
+    return Schedule(
+        batch,
+        per_epoch,
+        round(burn_in * per_epoch),
+        max(1, round(every * per_epoch)),
+        round(length * per_epoch),
+        (length, burn_in, every),
+    )
 
 
 def data_order_seed(mode_seed: int, seed: int) -> int:
@@ -108,6 +137,39 @@ def draw(
     return fitted_samples(NAME, fitted, count)
 
 
+def sampler(
+    cfg: Sghmc,
+    theta: torch.Tensor,
+    sizes: list[int],
+    problem: Problem,
+    burn_in_steps: int,
+    seed: int,
+) -> MomentumSghmc | ScaleAdaptedSghmc:
+    """The variant's sampler, moving `theta` (the parameters, flattened) in place."""
+    n_train = len(problem.train)
+    gen = generator(seed, theta.device)
+    if cfg.variant == "momentum":
+        lr, precision = scaled(cfg, problem.recipe, n_train)
+        prior = GaussianPrior(sizes, precision)
+        friction = cfg.variant_default("friction")
+        return MomentumSghmc(theta, prior, lr / n_train, friction, gen, temperature=cfg.temperature)
+    if cfg.hyperprior:
+        rng = np.random.default_rng([int(seed), _GAMMA_TAG])
+        hyperprior = GammaHyperprior(cfg.alpha0, cfg.beta0, cfg.prior_resample_steps)
+        prior = GaussianPrior(sizes, hyperprior=hyperprior, rng=rng)
+    else:
+        prior = GaussianPrior(sizes, prior_precision(cfg, problem.recipe, n_train))
+    return ScaleAdaptedSghmc(
+        theta,
+        prior,
+        cfg.variant_default("lr"),
+        cfg.variant_default("friction"),
+        gen,
+        burn_in_steps=burn_in_steps,
+        momentum_every=cfg.momentum_resample_steps,
+    )
+
+
 def chain(
     problem: Problem, mode: Mode, count: int, cfg: Sghmc, seed: int
 ) -> dict[str, torch.Tensor]:
@@ -122,28 +184,25 @@ def chain(
         names.append(name)
         shapes.append(p.shape)
         sizes.append(p.numel())
-    dtype = next(model.parameters()).dtype
     theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
-    velocity = torch.zeros_like(theta)
     n_train = len(problem.train)
-    lr, prior_precision = scaled(cfg, problem.recipe, n_train)
-    noise_gen = generator(seed, device)
+    plan = schedule(cfg, problem.recipe, n_train)
+    plan.check(count)
+    moves = sampler(cfg, theta, sizes, problem, plan.burn_in, seed)
 
-    def potential_grad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def likelihood_grad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Gradient of N * mean minibatch cross-entropy (the reference's estimate)."""
         leaf = theta.detach().requires_grad_(True)
         params = {n: t.view(s) for n, t, s in zip(names, leaf.split(sizes), shapes)}
         loss = F.cross_entropy(functional_call(model, params, (x,)), y)
         (grad,) = torch.autograd.grad(loss, leaf)
-        grad.mul_(n_train)
-        if prior_precision > 0:
-            grad.add_(theta, alpha=prior_precision)
-        return grad
+        return grad.mul_(n_train)
 
     def snapshot() -> dict[str, torch.Tensor]:
         if not torch.isfinite(theta).all():
             raise RuntimeError(
-                f"{NAME}: the chain diverged (non-finite weights); lower lr "
-                f"(now {lr}) or raise friction (now {cfg.friction})"
+                f"{NAME}: the {cfg.variant} chain diverged (non-finite weights); lower lr "
+                f"(now {moves.lr}) or raise friction (now {moves.friction})"
             )
         views = dict(zip(names, (t.view(s) for t, s in zip(theta.split(sizes), shapes))))
         return {
@@ -151,26 +210,21 @@ def chain(
             for name, tensor in model.state_dict().items()
         }
 
-    recipe = problem.recipe
-    steps_per_epoch = math.ceil(n_train / recipe.batch_size)
-    burn_in = cfg.burn_in_epochs * steps_per_epoch
-    total = burn_in + count * cfg.thinning_steps
-    epochs = math.ceil(total / steps_per_epoch)
+    epochs = math.ceil((plan.burn_in + count * plan.spacing) / plan.steps_per_epoch)
     batches = seed_batches(
         problem.train,
-        recipe.batch_size,
+        plan.batch_size,
         data_order_seed(mode.seed, seed),
         epochs,
         device,
-        recipe.augment,
+        problem.recipe.augment,
     )
     samples: list[dict[str, torch.Tensor]] = []
     for step, (_, x, y) in enumerate(batches, start=1):
-        grad = potential_grad(x, y)
-        sghmc_step(theta, velocity, grad, lr / n_train, cfg.friction, cfg.temperature, noise_gen)
-        if step > burn_in and (step - burn_in) % cfg.thinning_steps == 0:
+        moves.step(likelihood_grad(x, y))
+        if plan.is_sample(step):
             samples.append(snapshot())
             if len(samples) == count:
                 break
-    assert len(samples) == count and theta.dtype == dtype
+    assert len(samples) == count
     return {name: torch.stack([s[name] for s in samples]) for name in samples[0]}
