@@ -45,6 +45,12 @@ from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model
 
 KEYS = ("max", "first")
+# the panels name each key as the authors' code does: its "max" sorts by the first incoming
+# weight (symbnn's `first`)
+KEY_TITLES = {
+    "first": 'key "first": the first incoming weight (the authors\' "max")',
+    "max": 'key "max": the largest incoming weight (symbnn\'s)',
+}
 
 # snapshots put in canonical form at once, in bytes of weights as trained (module docstring)
 CHUNK_BYTES = 128 * 2**20
@@ -329,7 +335,7 @@ def frequency_figure(curve, milestones: Sequence[int], path, title: str = "") ->
         ax.set_ylim(min(-0.05, lowest - 0.05), 1.05)
         ax.set_xlabel("training step")
         ax.set_ylabel("Kendall's tau, consecutive permutations")
-        ax.set_title(f'sorting key "{key}"')
+        ax.set_title(KEY_TITLES.get(key, f'sorting key "{key}"'))
         for i, m in enumerate(milestones):
             ax.axvline(m, color="grey", ls="--", lw=1, label="lr milestone" if i == 0 else None)
         twin = ax.twinx()
