@@ -150,6 +150,17 @@ def test_mnist_download_uses_torchvision_only_to_fetch(tmp_path, monkeypatch):
 # --- CIFAR: python pickles, read without running code ---------------------------------------
 
 
+def test_cifar_download_uses_torchvision_only_to_fetch(tmp_path, monkeypatch):
+    from torchvision import datasets
+
+    def fake_download(self):
+        assert self.root == str(tmp_path)
+        write_cifar10(tmp_path, n_train=5, n_test=3)
+
+    monkeypatch.setattr(datasets.CIFAR10, "download", fake_download)
+    assert len(load_dataset("cifar10", "test", tmp_path, download=True)) == 3
+
+
 class SystemCall:
     """A pickle that, loaded by pickle.load, would run a shell command."""
 
@@ -444,6 +455,7 @@ def test_check_image_data_layout_and_unlabelled_sets():
     data = image_data()
     data.images = data.images.to(torch.float32)  # changed after construction
     refused(lambda: check_image_data(data, "dataset 'x'"), "'x'", "must be uint8")
+    assert check_image_data(image_data(std=(np.float32(0.3),)), "x").std == (np.float32(0.3),)
     ood = image_data(num_classes=1, labels=torch.zeros(6, dtype=torch.int64))
     assert check_image_data(ood, "ood", labelled=False) is ood
     refused(lambda: check_image_data(image_data(), "ood", labelled=False), "num_classes 1")

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from symbnn.data.core import DatasetError
+from symbnn.data.download import torchvision_download
 from symbnn.data.safe_pickle import load_data_pickle
 from symbnn.data.validate import check_labels, require_file
 
@@ -71,16 +72,6 @@ CIFAR100 = CifarLayout(
     100,
     "CIFAR100",
 )
-
-
-def _download(layout: CifarLayout, root: Path) -> None:
-    """torchvision's download (it checks the archive's md5); its parser is not used."""
-    from torchvision import datasets
-
-    cls = getattr(datasets, layout.downloader)
-    fetcher = cls.__new__(cls)  # no __init__: that would parse the files with pickle.load
-    fetcher.root = str(root)
-    fetcher.download()
 
 
 def _entries(path: Path, layout: CifarLayout) -> dict[str, Any]:
@@ -159,7 +150,7 @@ def load_cifar_split(
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """uint8 images (N, 3, 32, 32), int64 labels and the class count of one split."""
     if download:
-        _download(layout, root)
+        torchvision_download(layout.downloader, root)
     for path in layout.paths(root):
         require_file(path, layout.dataset, HINT)
     num_classes = len(class_names(layout, root))

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from symbnn.data.cifar import CIFAR10, CIFAR100, load_cifar_split
 from symbnn.data.core import DatasetError, ImageData
+from symbnn.data.download import torchvision_download
 from symbnn.data.idx import read_idx_pair
 from symbnn.data.tinyimagenet import load_image
 from symbnn.data.validate import check_labels, read_lines, require_file, require_folder
@@ -106,12 +107,7 @@ def _idx_dataset(folder: str, dataset: str, split: str, root: Path, download: bo
     train = _split_flag(split)
     raw = Path(root) / folder / "raw"
     if download:
-        from torchvision import datasets
-
-        cls = getattr(datasets, folder)
-        fetcher = cls.__new__(cls)  # no __init__: that would parse the files itself
-        fetcher.root = str(root)
-        fetcher.download()
+        torchvision_download(folder, root)
     prefix = "train" if train else "t10k"
     images, labels = read_idx_pair(
         raw / f"{prefix}-images-idx3-ubyte",

@@ -82,11 +82,18 @@ def check_image_data(data: Any, source: str, labelled: bool = True) -> ImageData
         )
     check_labels(data.labels, data.num_classes, source)
     for what, values in (("mean", data.mean), ("std", data.std)):
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        if not all(_finite(v) for v in values):
             raise DatasetError(f"{source}: {what} {tuple(values)} is not finite")
     if min(data.std) <= 0:
         raise DatasetError(f"{source}: std {tuple(data.std)} must be > 0 in every channel")
     return data
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def check_labels(labels: torch.Tensor, num_classes: int, source: str, first: int = 0) -> None:
