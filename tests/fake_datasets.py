@@ -165,3 +165,44 @@ def write_tinyimagenet(root: Path, wnids: list[str], per_class: int, val_labels:
         lines.append(f"val_{k}.JPEG\t{wnids[label]}\t3\t5\t60\t61")
     (folder / "val" / "val_annotations.txt").write_text("\n".join(lines) + "\n")
     return folder
+
+
+# --- damaged and hand-made files, for the validation tests -------------------------------------
+
+
+def write_pickle(path: Path, value, protocol: int = 2) -> Path:
+    """``value`` pickled to ``path`` (protocol 2 as the real CIFAR files; others to test)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(value, protocol=protocol))
+    return path
+
+
+def truncate(path: Path, keep: int) -> Path:
+    """Keep the first ``keep`` bytes of ``path`` (a download cut short)."""
+    path.write_bytes(path.read_bytes()[:keep])
+    return path
+
+
+def random_bytes(path: Path, n: int, seed: int = 0) -> Path:
+    """``n`` random bytes in place of the file (whose first two are not both zero)."""
+    data = bytearray(np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes())
+    data[0] = data[0] or 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def replace_with_folder(path: Path) -> Path:
+    """A directory where the file ``path`` was."""
+    path.unlink()
+    path.mkdir()
+    return path
+
+
+def write_svhn_arrays(root: Path, split: str, x, y) -> Path:
+    """root/<split>_32x32.mat holding the given X and y, whatever their shapes."""
+    from scipy.io import savemat
+
+    root.mkdir(parents=True, exist_ok=True)
+    savemat(root / f"{split}_32x32.mat", {"X": x, "y": y})
+    return root / f"{split}_32x32.mat"

@@ -30,6 +30,10 @@ def test_workflow_builds_the_posterior_and_report(finished_run):
     store = open_store(results / "posterior" / "target.zarr")
     assert store.n_samples == 4
     assert list(store.info("seed")) == [0, 1, 2, 3]
+    # the tiny recipe must train networks that learned: chance is 0.1 on the ten digits
+    converged = pl.read_parquet(results / "posterior" / "converged.parquet")
+    assert np.median(converged["test_accuracy"].to_numpy()) >= 0.5, converged
+    assert np.median(store.info("test_accuracy")) >= 0.5
     assert store.attrs["experiment"] == "tiny" and store.attrs["architecture"]["name"] == "optunet"
     assert store.validate() == []  # checksummed: fully verified, nothing to note
     summary = pl.read_parquet(results / "mmd" / "deep_ensembles" / "summary.parquet")

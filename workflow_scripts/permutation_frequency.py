@@ -28,7 +28,7 @@ with log_to(snakemake.log[0]):
     training = snakemake.params.training
     recipe = analysis_recipe(settings, Recipe.parse(training["recipe"], "recipe"))
     train, test = load_in_distribution(
-        Data.parse(training["data"], "data"), env.data_root, env.download
+        Data.parse(training["data"], "data"), env.data_root, env.download, training["model"]
     )
     device = resolve_device(env.device)
     table, permutations = run_frequency(

@@ -8,13 +8,16 @@ from symbnn.jobenv import environment, predict_batch
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.runlog import log_to
 from symbnn.settings import Data
+from symbnn.store import open_store
 
 torch.set_num_threads(snakemake.threads)
 
 with log_to(snakemake.log[0]):
     env = environment(snakemake)
     data = Data.parse(snakemake.params.data, "data")
-    _, test = load_in_distribution(data, env.data_root, env.download)
+    # the samples' architecture must take the test images (the OOD set matches their shape)
+    model = open_store(snakemake.input.store).architecture or None
+    _, test = load_in_distribution(data, env.data_root, env.download, model)
     ood = load_out_of_distribution(data, env.data_root, test, env.download)
     write_predictions(
         snakemake.input.store,

@@ -39,7 +39,7 @@ def train_shard(
     as one shard store, with each network's test accuracy and final training loss."""
     from symbnn.train import train_seeds
 
-    train, test = load_in_distribution(data, data_root, download)
+    train, test = load_in_distribution(data, data_root, download, model)
     result = train_seeds(
         model,
         recipe,

@@ -159,19 +159,24 @@ def data_sets(
         data = Data.parse(data_cfg, "data")
     except ConfigError as exc:
         raise StoreError(f"{store.path}: attribute {exc}") from None
-    return evaluation_sets(data, data_root, splits, download)
+    return evaluation_sets(data, data_root, splits, download, store.architecture or None)
 
 
 def evaluation_sets(
-    data, data_root: str | os.PathLike, splits: tuple[str, ...], download: bool = False
+    data,
+    data_root: str | os.PathLike,
+    splits: tuple[str, ...],
+    download: bool = False,
+    model: dict | None = None,
 ):
-    """({split: data} for the barrier's splits, the training set) of an experiment's `data`."""
+    """({split: data} for the barrier's splits, the training set) of an experiment's `data`,
+    checked against the ``model`` spec when given."""
     from symbnn.data.experiment import load_in_distribution
 
     unknown = set(splits) - {"train", "test"}
     if unknown:
         raise ValueError(f"unknown split(s) {sorted(unknown)} (known: train, test)")
-    train, test = load_in_distribution(data, data_root, download)
+    train, test = load_in_distribution(data, data_root, download, model)
     every = {"train": train, "test": test}
     return {s: every[s] for s in splits}, train
 

@@ -97,7 +97,9 @@ def _run(args) -> int:
         from symbnn.device import resolve_device
         from symbnn.predictions import open_predictions, write_predictions
 
-        _, test = load_in_distribution(experiment.data, config.data_root, config.download)
+        _, test = load_in_distribution(
+            experiment.data, config.data_root, config.download, experiment.model.to_dict()
+        )
         ood = load_out_of_distribution(experiment.data, config.data_root, test, config.download)
         write_predictions(
             args.output, args.predictions, test, ood, device=resolve_device(args.device)

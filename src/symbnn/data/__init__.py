@@ -1,7 +1,10 @@
 """Datasets: `load_dataset(name, split, root)` returns an `ImageData` (uint8 images, labels).
 
-Loaders are imported lazily so that a run on the packaged default never imports the code of
-datasets it does not use. Out-of-distribution sets come back in the shape of the
+Every loader's result passes `symbnn.data.validate.check_image_data` before it is returned,
+and each format reader checks its files first; a bad dataset is a `DatasetError` (a
+ValueError) naming the file, or the dataset and split, and what is wrong (docs/maths.md,
+section 7.3). Loaders are imported lazily so that a run on the packaged default never
+imports the code of datasets it does not use. Out-of-distribution sets come back in the shape of the
 in-distribution set they pair with (see each loader's options) and are normalised with the
 in-distribution set's statistics by the caller (`id_data.normalize(ood.images)`).
 """
@@ -12,7 +15,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from symbnn.data.core import ImageData
+from symbnn.data.core import DatasetError, ImageData
+from symbnn.data.validate import check_image_data
 
 # name -> "module:function"; each function takes (split, root, **options) -> ImageData
 _LOADERS = {
@@ -27,6 +31,9 @@ _LOADERS = {
     "tinyimagenet": "symbnn.data.tinyimagenet:load_tinyimagenet",
 }
 
+# sets without classes (every label 0, num_classes 1): the OOD sets cut from photographs
+UNLABELLED = frozenset({"natural_patches"})
+
 DATASET_NAMES = tuple(_LOADERS)
 SPLITS = ("train", "test")
 
@@ -38,7 +45,8 @@ def load_dataset(name: str, split: str, root: str | Path = "data", **options: An
         raise ValueError(f"dataset {name!r}: unknown split {split!r} (known: {', '.join(SPLITS)})")
     module_name, function_name = _LOADERS[name].split(":")
     loader = getattr(importlib.import_module(module_name), function_name)
-    return loader(split, Path(root), **options)
+    data = loader(split, Path(root), **options)
+    return check_image_data(data, f"dataset {name!r}, split {split!r}", name not in UNLABELLED)
 
 
-__all__ = ["ImageData", "load_dataset", "DATASET_NAMES", "SPLITS"]
+__all__ = ["DatasetError", "ImageData", "load_dataset", "DATASET_NAMES", "SPLITS"]

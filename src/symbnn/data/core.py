@@ -1,10 +1,16 @@
-"""The in-memory form every dataset loader returns."""
+"""The in-memory form every dataset loader returns, and the error every bad dataset raises."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+
+
+class DatasetError(ValueError):
+    """A dataset file or folder that is missing parts, damaged or not what it should be; the
+    message names the file (or the dataset and split) and the problem. A ValueError, so that
+    the CLI and workflow jobs print it as one line (symbnn.runlog)."""
 
 
 @dataclass
@@ -20,19 +26,28 @@ class ImageData:
     name: str = ""
 
     def __post_init__(self) -> None:
+        self.check_layout(f"dataset {self.name!r}")
+
+    def check_layout(self, where: str) -> None:
+        """Images uint8 (N, C, H, W), labels int64 (N,), one mean and std per channel; else
+        a DatasetError starting with ``where``."""
+        for what in ("images", "labels"):
+            if not isinstance(getattr(self, what), torch.Tensor):
+                kind = type(getattr(self, what)).__name__
+                raise DatasetError(f"{where}: {what} must be a torch.Tensor, got {kind}")
         if self.images.dtype != torch.uint8 or self.images.ndim != 4:
-            raise ValueError(
-                f"dataset {self.name!r}: images must be uint8 (N, C, H, W), got "
+            raise DatasetError(
+                f"{where}: images must be uint8 (N, C, H, W), got "
                 f"{self.images.dtype} {tuple(self.images.shape)}"
             )
         if self.labels.dtype != torch.int64 or self.labels.shape != (self.images.shape[0],):
-            raise ValueError(
-                f"dataset {self.name!r}: labels must be int64 of shape ({self.images.shape[0]},), "
+            raise DatasetError(
+                f"{where}: labels must be int64 of shape ({self.images.shape[0]},), "
                 f"got {self.labels.dtype} {tuple(self.labels.shape)}"
             )
         if len(self.mean) != self.images.shape[1] or len(self.std) != self.images.shape[1]:
-            raise ValueError(
-                f"dataset {self.name!r}: mean/std need one value per channel ({self.images.shape[1]})"
+            raise DatasetError(
+                f"{where}: mean/std need one value per channel ({self.images.shape[1]})"
             )
 
     def __len__(self) -> int:

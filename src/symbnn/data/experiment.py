@@ -1,25 +1,43 @@
-"""The datasets an experiment's `data` section names, cut to its limits."""
+"""The datasets an experiment's `data` section names, cut to its limits, checked against the
+experiment's model."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from symbnn.data import load_dataset
-from symbnn.data.core import ImageData
+from symbnn.data.core import DatasetError, ImageData
+from symbnn.data.limits import stratified_indices
+from symbnn.data.validate import check_fits_model
 from symbnn.settings import Data
 
 
 def load_in_distribution(
-    data: Data, root: str | os.PathLike, download: bool = False
+    data: Data,
+    root: str | os.PathLike,
+    download: bool = False,
+    model: dict[str, Any] | None = None,
 ) -> tuple[ImageData, ImageData]:
-    """(train, test) of the in-distribution set, cut to train_limit / test_limit."""
+    """(train, test) of the in-distribution set, each cut to train_limit / test_limit by a
+    stratified subset (`symbnn.data.limits`). Given the experiment's ``model`` spec, both
+    splits must fit its input and class count (a DatasetError before anything trains)."""
     options = {"download": True} if download else {}
     train = load_dataset(data.train, "train", root, **options)
     test = load_dataset(data.train, "test", root, **options)
     if data.train_limit is not None:
-        train = train.subset(slice(0, data.train_limit))
+        train = train.subset(stratified_indices(train.labels, data.train_limit))
     if data.test_limit is not None:
-        test = test.subset(slice(0, data.test_limit))
+        test = test.subset(stratified_indices(test.labels, data.test_limit))
+    shapes = [tuple(split.images.shape[1:]) for split in (train, test)]
+    if shapes[0] != shapes[1] or train.num_classes != test.num_classes:
+        raise DatasetError(
+            f"data.train ({data.train!r}): the train split has images {shapes[0]} and "
+            f"{train.num_classes} classes, the test split {shapes[1]} and {test.num_classes}"
+        )
+    if model is not None:
+        for split in (train, test):
+            check_fits_model(split, model, f"data.train ({data.train!r})")
     return train, test
 
 

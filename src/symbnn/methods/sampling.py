@@ -49,7 +49,7 @@ def problem_for(
 ) -> Problem:
     """What a method samples for: the experiment's model, recipe and training data, and the
     test data with the convergence threshold for the methods that train from scratch."""
-    train, test = load_in_distribution(data, data_root, download)
+    train, test = load_in_distribution(data, data_root, download, model)
     return Problem(model, recipe, train, resolve_device(device), test, min_accuracy, retries)
 
 

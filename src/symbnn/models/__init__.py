@@ -14,6 +14,7 @@ from typing import Any
 from torch import nn
 
 from symbnn.models.imported import build_imported, example_input, is_import_path
+from symbnn.models.inputs import InputRequirements, input_requirements
 from symbnn.models.mlp import MLP
 from symbnn.models.optunet import OptuNet
 from symbnn.models.resnet import resnet18_cifar
@@ -57,6 +58,8 @@ __all__ = [
     "build_model",
     "count_parameters",
     "example_input",
+    "input_requirements",
+    "InputRequirements",
     "is_import_path",
     "MODEL_NAMES",
 ]

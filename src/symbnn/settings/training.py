@@ -35,8 +35,16 @@ class Data(Section):
     )
     ood: OodDataset = setting(doc="out-of-distribution dataset (its test split)")
     ood_options: OodOptions = setting(OodOptions(), "options of the OOD loader")
-    train_limit: int | None = setting(None, "use only the first N training images", ge=1)
-    test_limit: int | None = setting(None, "use only the first N test images", ge=1)
+    train_limit: int | None = setting(
+        None,
+        "use only N training images: a stratified subset (each class in proportion to its "
+        "share of the split, rounded by largest remainder to exactly N; each class's first "
+        "images in file order, kept in file order)",
+        ge=1,
+    )
+    test_limit: int | None = setting(
+        None, "use only N test images, a stratified subset chosen as for train_limit", ge=1
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
