@@ -195,7 +195,7 @@ def tiny_problem():
     from symbnn.methods.base import Problem
     from symbnn.settings import Recipe
 
-    train = load_dataset("digits", "train", "data").subset(slice(0, 256))
+    train = load_dataset("digits", "train", "data").limited(256)
     recipe = Recipe(
         epochs=2,
         batch_size=64,

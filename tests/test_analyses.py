@@ -104,7 +104,7 @@ def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
     from symbnn.data import load_dataset
     from symbnn.settings import Recipe
 
-    train = load_dataset("digits", "train", "data").subset(slice(0, 128))
+    train = load_dataset("digits", "train", "data").limited(128)
     recipe = Recipe(epochs=2, batch_size=32, lr=0.04, momentum=0.9, milestones=(1,), gamma=0.5)
     settings = PermutationFrequency(runs=2, every_k_steps=3)
     table, perms = pf.run_frequency({"name": "optunet"}, recipe, train, settings)
@@ -140,7 +140,7 @@ def test_snapshots_canonicalised_in_chunks_give_the_same_permutations(
 ):
     from symbnn.data import load_dataset
 
-    train = load_dataset("digits", "train", "data").subset(slice(0, 96))
+    train = load_dataset("digits", "train", "data").limited(96)
     recipe = Recipe(epochs=2, batch_size=16, lr=0.1, momentum=0.9)
     spec, sym = {"name": "optunet"}, unit_groups({"name": "optunet"})
     whole, steps, _, _ = pf.run_permutations(spec, recipe, train, 0, 2, sym)

@@ -117,7 +117,7 @@ def test_sample_mode_shapes_and_determinism(problem_and_mode):
 
 def test_sample_mode_stores_batchnorm_buffers():
     # ResNet-18 (the only shipped model with BatchNorm) on 8 one-channel 8x8 crops, 2 steps
-    digits = load_dataset("digits", "train", "data").subset(slice(0, 8))
+    digits = load_dataset("digits", "train", "data").limited(8)
     train = ImageData(
         digits.images[:, :, 10:18, 10:18].contiguous(), digits.labels, 10, digits.mean, digits.std
     )

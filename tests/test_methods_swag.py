@@ -171,7 +171,7 @@ def test_samples_centre_on_the_swa_mean(problem_and_mode):
 
 
 def small_crops(n: int) -> ImageData:
-    digits = load_dataset("digits", "train", "data").subset(slice(0, n))
+    digits = load_dataset("digits", "train", "data").limited(n)
     return ImageData(
         digits.images[:, :, 10:18, 10:18].contiguous(), digits.labels, 10, digits.mean, digits.std
     )

@@ -75,6 +75,14 @@ class ImageData:
             name or self.name,
         )
 
+    def limited(self, n: int) -> ImageData:
+        """n images, every class in proportion (`symbnn.data.limits`): what train_limit and
+        test_limit keep, and what a test or benchmark should take instead of the first n of a
+        class-sorted set."""
+        from symbnn.data.limits import stratified_indices
+
+        return self.subset(stratified_indices(self.labels, n))
+
 
 @dataclass
 class TensorData:

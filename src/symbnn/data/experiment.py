@@ -8,7 +8,6 @@ from typing import Any
 
 from symbnn.data import load_dataset
 from symbnn.data.core import DatasetError, ImageData
-from symbnn.data.limits import stratified_indices
 from symbnn.data.validate import check_fits_model
 from symbnn.settings import Data
 
@@ -26,9 +25,9 @@ def load_in_distribution(
     train = load_dataset(data.train, "train", root, **options)
     test = load_dataset(data.train, "test", root, **options)
     if data.train_limit is not None:
-        train = train.subset(stratified_indices(train.labels, data.train_limit))
+        train = train.limited(data.train_limit)
     if data.test_limit is not None:
-        test = test.subset(stratified_indices(test.labels, data.test_limit))
+        test = test.limited(data.test_limit)
     shapes = [tuple(split.images.shape[1:]) for split in (train, test)]
     if shapes[0] != shapes[1] or train.num_classes != test.num_classes:
         raise DatasetError(
