@@ -48,6 +48,8 @@ rule mmd_method:
     output:
         per_layer=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/per_layer.parquet",
         summary=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/summary.parquet",
+        # each unit's canonical width per layer against the target's (symbnn.mmd.spread)
+        spread=f"{RESULTS}/{{experiment}}/mmd/{{method}}/{{variant}}/spread.parquet",
     log:
         f"{RESULTS}/{{experiment}}/logs/mmd/{{method}}/{{variant}}.log",
     benchmark:

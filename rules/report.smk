@@ -71,11 +71,15 @@ rule method_tables:
             f"{RESULTS}/{wc.experiment}/metrics/{m}/{v}.parquet"
             for m, v in method_variants(wc.experiment)
         ],
+        spread=lambda wc: [
+            f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/spread.parquet"
+            for m, v in method_variants(wc.experiment)
+        ],
         converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
     output:
         **{
             f"{name}_{suffix}": f"{RESULTS}/{{experiment}}/report/{name}.{suffix}"
-            for name in ("table1", "table1_units", "table2", "findings", "table1_paper")
+            for name in ("table1", "table1_units", "table2", "findings", "table1_paper", "spread")
             for suffix in ("parquet", "csv", "md", "tex")
         },
         table1_paper_html=report(

@@ -3,6 +3,7 @@ paper's figures, and the findings."""
 
 import polars as pl
 
+from symbnn.mmd.spread import width_notes
 from symbnn.report.findings import findings
 from symbnn.report.method_tables import (
     paper_comparison,
@@ -11,6 +12,7 @@ from symbnn.report.method_tables import (
     table2,
     unit_table,
     with_units,
+    with_width_notes,
 )
 from symbnn.report.paper import BLOCK_OF_DATASET, paper_table1
 from symbnn.report.tables import write_table
@@ -36,12 +38,15 @@ with log_to(snakemake.log[0]):
     target_sd = float(target["test_accuracy"].std() * 100) if target.height > 1 else None
     block = BLOCK_OF_DATASET.get(snakemake.params.dataset)
     paper = paper_table1(block) if block else first.head(0).select(["group", "method"])
-    shown = table1_display(first)  # "mean ± sd" text, units in the headers
+    spread = pl.concat([pl.read_parquet(path) for path in snakemake.input.spread])
+    # "mean ± sd" text, units in the headers, each row's canonical width against the target's
+    shown = with_width_notes(table1_display(first), width_notes(spread))
     second = table2(mmd)
     beside = paper_comparison(first, paper)
     found = findings(units, target_accuracy_sd=target_sd)
     tables = {
         "table1": formats(first, text=shown),
+        "spread": formats(spread),
         "table1_units": formats(units),
         "findings": formats(found),
         # the report's HTML tables carry each figure's unit in its header

@@ -182,6 +182,18 @@ def table1(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def with_width_notes(shown: pl.DataFrame, notes: pl.DataFrame) -> pl.DataFrame:
+    """Table 1 as printed, with a last column saying how wide each row's canonical samples
+    are against the target's, layer by layer (`symbnn.mmd.spread.width_notes`): a one-mode
+    row as wide as the target matches it by spreading, which its MMD alone does not show."""
+    labelled = notes.select(
+        pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
+        pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
+        pl.col("width").alias("canonical width"),
+    )
+    return shown.join(labelled, on=["group", "method"], how="left", maintain_order="left")
+
+
 def table1_display(table: pl.DataFrame, digits: int = 1) -> pl.DataFrame:
     """Table 1 as the report prints it: units in the headers, each row's figures as
     "mean ± sd" over its units (modes or replicates), and how many units."""
