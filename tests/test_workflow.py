@@ -115,8 +115,8 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
     # one fit per mode (or one block of members), shared by both variants
     for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
         assert sorted(p.name for p in (results / "methods" / method / "fits").iterdir()) == [
-            "000.pt",
-            "001.pt",
+            "000.safetensors",
+            "001.safetensors",
         ]
     table1 = pl.read_parquet(results / "report" / "table1.parquet")
     assert table1.height == len(pairs)
