@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -99,11 +100,14 @@ def refuse_old_stores(folders: Iterable[str | os.PathLike]) -> None:
 
 
 def refuse_old_stores_at_start(workflow: Any, folders: Iterable[str | os.PathLike]) -> None:
-    """`refuse_old_stores` in Snakemake's main process (not in the jobs it starts): the
-    Snakefile calls it at every start, dry runs included (a walk of the result folders that
-    reads only each store's top-level zarr.json)."""
+    """`refuse_old_stores` in Snakemake's main process (not in the jobs it starts), ending it
+    with the message: the Snakefile calls it at every start, dry runs included (a walk of the
+    result folders that reads only each store's top-level zarr.json)."""
     if workflow.is_main_process:
-        refuse_old_stores(folders)
+        try:
+            refuse_old_stores(folders)
+        except StoreError as exc:  # the message alone: Snakemake would add its traceback
+            sys.exit(f"symbnn: {exc}")
 
 
 def _labels(path: Path, attrs: dict[str, Any]) -> list[str]:
