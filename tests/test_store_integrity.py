@@ -126,6 +126,7 @@ def test_a_user_model_is_trusted_when_named_by_config_option_or_environment(tmp_
     config["experiments"]["default"]["model"] = USER_MODEL
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     assert cli("store", "validate", path)[0] == 0
+    fails("--trust-model", "os system", "store", "info", path, expect=("not an import path",))
     # the settings layer trusts it, and the Snakefile passes it on to the jobs
     trust.forget()
     workflow_settings(load_config(tmp_path / "config.yaml").to_dict(), object())
@@ -292,8 +293,15 @@ def test_upgrade_verifies_and_seals_a_store_with_checksums(tmp_path):
     assert code == 0 and "each matching its crc32c checksum" in text, text
     upgraded = open_store(store)
     assert upgraded.attrs["format_version"] == 2 and upgraded.attrs["upgraded"]["values_verified"]
+    assert upgraded.attrs["upgraded"]["from_format_version"] == 1
     assert upgraded.validate() == [] and np.array_equal(upgraded.read("fc1.weight"), before)
     assert "already format_version 2" in cli("store", "upgrade", store)[1]
+    # a store written from it (attributes copied, as canonical forms do) is not "upgraded"
+    state = {name: upgraded.read(name) for name in upgraded.state_names}
+    with StoreWriter(tmp_path / "derived.zarr", upgraded.attrs) as writer:
+        writer.append(state)
+    derived = open_store(tmp_path / "derived.zarr")
+    assert "upgraded" not in derived.attrs and derived.digest != upgraded.digest
 
 
 def test_upgrade_refuses_a_damaged_store(tmp_path):

@@ -35,12 +35,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_FAILURE, f"{self.prog}: error: {message}\n")
 
 
+def import_path(text: str) -> str:
+    """``package.module:attribute`` (an argparse type)."""
+    if not trust.IMPORT_PATH.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an import path package.module:attribute (e.g. mynets:SmallCNN)"
+        )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="symbnn", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"symbnn {symbnn.__version__}")
     parser.add_argument(
         "--trust-model",
         action="append",
+        type=import_path,
         default=[],
         metavar="MODULE:ATTRIBUTE",
         help="a model of your own that stores may name by import path (repeatable; the "
@@ -65,9 +75,13 @@ def trust_named_models(paths: list[str]) -> None:
     for path in paths:
         trust.trust_model(path)
     if CONFIG.is_file():
-        from symbnn.settings import load_config
+        trust.add_source(_load_config_here)
 
-        trust.add_source(lambda: load_config(CONFIG))
+
+def _load_config_here() -> None:
+    from symbnn.settings import load_config
+
+    load_config(CONFIG)  # trusts the models it names
 
 
 def main(argv: list[str] | None = None) -> int:

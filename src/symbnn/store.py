@@ -84,6 +84,8 @@ CHECKSUM_CODECS = (chunk_checksums.BackgroundCrc32c(),)
 chunk_checksums.install()
 # How a damaged store is repaired, appended to the messages that report one.
 REMEDY = "restore it (`make verify` names intact copies) or rerun the step that wrote it"
+# The attribute `symbnn store upgrade` records (from which format; values verified or not).
+UPGRADED = "upgraded"
 # Whether stores without a digest open (with a warning): `symbnn --allow-unverified`.
 _unverified = {"allowed": False, "warned": set()}
 
@@ -739,7 +741,8 @@ class StoreWriter:
                 banded.finish()
             self._group.attrs.update(
                 {
-                    **self.attrs,
+                    # a source store's own records (attrs are often copied from one) dropped
+                    **{k: v for k, v in self.attrs.items() if k not in (DIGEST, UPGRADED)},
                     "format": FORMAT,
                     "format_version": FORMAT_VERSION,
                     "kind": self.kind,

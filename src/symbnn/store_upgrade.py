@@ -33,6 +33,7 @@ from symbnn.store import (
     FORMAT_VERSION,
     PREDICTIONS,
     REMEDY,
+    UPGRADED,
     ArrayLayout,
     StoreError,
     chunk_error,
@@ -236,14 +237,12 @@ def upgrade(path: str | os.PathLike) -> list[str]:
     layouts = [read_layout(path, label) for label in labels]
     chunks = sum(1 for layout in layouts for _ in layout.indices())
     verified = all(layout.checksum for layout in layouts)
-    attrs.update(
-        format_version=FORMAT_VERSION,
-        upgraded={
-            "from_format_version": attrs.get("format_version"),
-            "symbnn_version": symbnn.__version__,
-            "values_verified": verified,
-        },
-    )
+    attrs[UPGRADED] = {
+        "from_format_version": attrs.get("format_version"),
+        "symbnn_version": symbnn.__version__,
+        "values_verified": verified,
+    }
+    attrs["format_version"] = FORMAT_VERSION
     attrs.pop(DIGEST, None)
     if verified:
         _seal_in_place(path, {**group_meta, "attributes": attrs}, labels)

@@ -20,9 +20,11 @@ Anything else is refused with `UntrustedImport` before anything is imported.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 
 KINDS = ("model", "method", "dataset")
+IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # package.module:attribute
 ENVIRONMENT = "SYMBNN_TRUSTED_IMPORTS"
 
 _trusted: set[tuple[str, str]] = set()
@@ -70,7 +72,8 @@ def from_environment() -> set[tuple[str, str]]:
 def add_source(load: Callable[[], object]) -> None:
     """``load()`` registers more trusted paths (e.g. reads a configuration); it is called
     only if a path is not trusted otherwise, and at most once."""
-    _lazy_sources.append(load)
+    if load not in _lazy_sources:
+        _lazy_sources.append(load)
 
 
 def is_trusted(kind: str, path: str) -> bool:
@@ -105,11 +108,6 @@ def require(kind: str, path: str, where: str = "") -> None:
         f"{prefix}{kind} {path!r} is named by import path, and symbnn imports code only where "
         f"your configuration or command line names it; {remedy}"
     )
-
-
-def trusted(kind: str) -> list[str]:
-    """The paths trusted as ``kind`` so far (registered or in the environment), sorted."""
-    return sorted(p for k, p in _trusted | from_environment() if k == kind)
 
 
 def trust_config_models(experiments: Iterable[object]) -> None:
