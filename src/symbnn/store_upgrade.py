@@ -162,7 +162,7 @@ def _check_recorded(layouts: list[ArrayLayout], manifest: dict[str, Any]) -> Non
                 raise chunk_error(layout, index, f"is not the chunk {MANIFEST} records")
 
 
-def _copy_with_checksums(path: Path, group_meta: dict[str, Any], labels: list[str], attrs):
+def _copy_with_checksums(path: Path, labels: list[str], attrs: dict[str, Any]) -> None:
     """Rewrite the store at ``path`` (no chunk checksums) with checksums, chunk by chunk in
     its own layout, into a staged copy installed in its place, sealed."""
     source = zarr.open_group(path, mode="r", zarr_format=3)
@@ -250,7 +250,7 @@ def upgrade(path: str | os.PathLike) -> list[str]:
             f"{path}: upgraded: {chunks} chunk(s) read, each matching its crc32c checksum; "
             f"digest recorded (format_version {FORMAT_VERSION})"
         ]
-    _copy_with_checksums(path, group_meta, labels, attrs)
+    _copy_with_checksums(path, labels, attrs)
     lines = [
         f"{path}: upgraded, NOT verified: written without chunk checksums, so its values "
         f"could not be verified ({chunks} chunk(s) read, nothing to check them against); "
