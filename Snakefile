@@ -9,6 +9,7 @@ import symbnn.jobenv
 import symbnn.pulled
 import symbnn.report.front_page
 import symbnn.settings
+import symbnn.store_upgrade
 
 min_version("9.0")
 
@@ -58,3 +59,9 @@ symbnn.joblines.add_resources_to_messages(workflow)
 
 # results restored by `dvc pull` are made up to date for Snakemake once (src/symbnn/pulled.py)
 symbnn.pulled.adopt_pulled_results(workflow, [f"{RESULTS}/{name}" for name in RUN] + [ANALYSES])
+
+# stores of the format before the digest stop the run, naming the command that upgrades them:
+# Snakemake reruns nothing after a library-only change (docs/stores.md)
+symbnn.store_upgrade.refuse_old_stores_at_start(
+    workflow, [f"{RESULTS}/{name}" for name in RUN] + [ANALYSES]
+)

@@ -14,6 +14,9 @@
 #                                  there is nothing to verify
 #   make dvc-remote DVC_REMOTE=X   use X (a path or URL) as the remote of this checkout only
 #                                  (saved in .dvc/config.local)
+#   make upgrade-stores            stores of the format before the digest (e.g. pulled from an
+#                                  older remote): verify every chunk, record manifest and digest
+#                                  (docs/stores.md); the workflow stops while any is left
 #
 # DVC_REMOTE=X given to push, pull or pull-experiment (on the command line or in the
 # environment) points that one call at X; nothing is saved.
@@ -31,7 +34,7 @@ DVC_SNAKEMAKE = $(DVC_PY) -m snakemake
 DVC_EXP_CONFIG = $(if $(EXP),--config 'run=["$(EXP)"]')
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: push pull pull-experiment adopt verify dvc-remote
+.PHONY: push pull pull-experiment adopt verify dvc-remote upgrade-stores
 
 # Point the remote named `results` at $(DVC_REMOTE), in .dvc/config.local (not in git).
 define dvc_use_remote
@@ -286,3 +289,6 @@ adopt: $(DVC_STAMP)
 
 verify: $(DVC_STAMP)
 	@$(DVC_PY) -c "$$DVC_VERIFY" $(DVC_RESULTS)$(if $(EXP),/$(EXP))
+
+upgrade-stores: $(DVC_STAMP)
+	@$(DVC_PY) -m symbnn.cli store upgrade $(DVC_RESULTS)

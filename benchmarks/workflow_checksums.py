@@ -9,6 +9,8 @@ folder, with every Python process of the run (Snakemake and each job) loading
     verify     checks on the worker thread (overlapped with Zarr's copying: an upper bound)
     crc direct checksums outside the codec (the banded writer of large arrays, validation)
     listing    opening a store: listing its chunk files to find a missing one
+    digest     opening a store: its metadata against the manifest, the manifest's SHA-256
+    manifest   the end of every store write: the manifest (every chunk's checksum) and digest
 
 The sum over all processes, divided by the run's wall-clock time, bounds the share of the
 run the checksums and chunk checks take: it counts every second of their work as if nothing
@@ -38,6 +40,8 @@ CATEGORIES = {
     "verify_s": "verify (worker thread)",
     "crc_direct_s": "crc direct",
     "listing_s": "listing",
+    "digest_s": "digest check",
+    "seal_s": "manifest write",
 }
 TARGET_SHARE = 0.10  # the issue's bound on the checksums' cost
 

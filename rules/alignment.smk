@@ -49,7 +49,7 @@ rule alignment_barrier:
 
 rule variational_fit:
     output:
-        fit=f"{RESULTS}/{{experiment}}/alignment/variational/{{seed}}.pt",
+        fit=f"{RESULTS}/{{experiment}}/alignment/variational/{{seed}}.safetensors",
     log:
         f"{RESULTS}/{{experiment}}/logs/alignment/variational/{{seed}}.log",
     benchmark:

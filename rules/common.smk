@@ -285,7 +285,7 @@ def variational_fit_params(wildcards):
 def variational_fit_files(wildcards):
     variational = experiment_of(wildcards).alignment.variational
     return [
-        f"{RESULTS}/{wildcards.experiment}/alignment/variational/{seed}.pt"
+        f"{RESULTS}/{wildcards.experiment}/alignment/variational/{seed}.safetensors"
         for seed in variational.seeds()
     ]
 

@@ -55,7 +55,7 @@ rule fit:
         pool=f"{RESULTS}/{{experiment}}/modes/pool.zarr",
         converged=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
     output:
-        fits=f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.pt",
+        fits=f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.safetensors",
     log:
         f"{RESULTS}/{{experiment}}/logs/fit/{{method}}/{{block}}.log",
     benchmark:
@@ -83,7 +83,7 @@ rule fit:
 rule sample:
     input:
         fits=lambda wc: expand(
-            f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.pt",
+            f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.safetensors",
             experiment=wc.experiment,
             method=wc.method,
             block=fit_blocks(wc),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+import zarr
 
 from symbnn.models import build_model
 from symbnn.store import write_store
@@ -17,6 +18,66 @@ def stacked_state(spec, n, seed=0):
     torch.manual_seed(seed)
     dicts = [build_model(spec).state_dict() for _ in range(n)]
     return {name: torch.stack([d[name] for d in dicts]) for name in dicts[0]}
+
+
+def cli(*args):
+    """(exit status, stdout + stderr) of `symbnn ARGS` run in-process; argparse's usage errors
+    leave through SystemExit, like on the command line."""
+    import contextlib
+    import io
+
+    from symbnn.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code
+    text = out.getvalue() + err.getvalue()
+    assert "Traceback" not in text, text
+    return code, text
+
+
+def fails(*args, expect=()):
+    """Run the command, assert it fails cleanly (status 1, one `error:`, INVALID or FAILED
+    line naming each of ``expect``), and return its output."""
+    from symbnn.runlog import EXIT_FAILURE
+
+    code, text = cli(*args)
+    assert code == EXIT_FAILURE, text
+    assert "error:" in text or "INVALID:" in text or "FAILED:" in text, text
+    for part in expect:
+        assert str(part) in text, f"{part!r} not in:\n{text}"
+    return text
+
+
+def legacy_store(path, state, info, attrs):
+    """A store as symbnn wrote them before checksums: `bytes` codec only, all-zero chunks
+    omitted by Zarr, no `checksum` attribute."""
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    for section, arrays in (("state", state), ("info", info)):
+        for name, values in arrays.items():
+            group.create_array(
+                f"{section}/{name}",
+                shape=values.shape,
+                dtype=values.dtype,
+                compressors=None,
+                fill_value=0,
+                chunks=values.shape,
+            )[...] = values
+    group.attrs.update(
+        {
+            **attrs,
+            "format": "symbnn-store",
+            "format_version": 1,
+            "kind": "posterior",
+            "state_names": list(state),
+            "info_names": list(info),
+            "n_samples": len(next(iter(state.values()))),
+        }
+    )
+    return path
 
 
 @pytest.fixture

@@ -62,8 +62,8 @@ def test_a_variational_fit_is_a_gaussian_per_parameter(fits, tmp_path):
     )
     for name, std in fit["std"].items():
         assert std.shape == fit["mean"][name].shape and (std > 0).all()
-    save_fit(fit, tmp_path / "fit.pt")
-    (loaded,) = load_fits([tmp_path / "fit.pt"])
+    save_fit(fit, tmp_path / "fit.safetensors")
+    (loaded,) = load_fits([tmp_path / "fit.safetensors"])
     assert all(torch.equal(loaded["mean"][k], v) for k, v in fit["mean"].items())
 
 
@@ -166,6 +166,6 @@ def test_cifar10_resnet20_barriers_run_end_to_end(tmp_path):
     assert vi.height == 1 * 2 * 2 and set(vi["kind"]) == {"mean_field_vi"}
     for table in (sgd, vi):
         assert table["loss_barrier"].is_finite().all() and (table["loss_barrier"] >= 0).all()
-    fits = load_fits(sorted((results / "variational").glob("*.pt")))
+    fits = load_fits(sorted((results / "variational").glob("*.safetensors")))
     assert [f["seed"] for f in fits] == [2_000_000, 2_000_001]
     assert "conv1.weight" in fits[0]["std"] and "layer3.2.bn2.tau" in fits[0]["mean"]

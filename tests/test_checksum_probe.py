@@ -31,7 +31,7 @@ def test_probe_records_the_checksum_work_of_a_process(tmp_path):
     assert processes == 1
     # every byte of the weights was checksummed at least twice: written, then read
     assert summed["bytes"] >= 2 * 8 * 1000 * 4
-    for key in ("encode_s", "decode_s", "verify_s", "listing_s"):
+    for key in ("encode_s", "decode_s", "verify_s", "listing_s", "digest_s", "seal_s"):
         assert summed[key] > 0, key
     line = json.loads(log.read_text())
     assert line["pid"] > 0 and line["process_s"] > 0

@@ -4,7 +4,7 @@ import pytest
 import torch
 import yaml
 
-from symbnn import api
+from symbnn import api, trust
 from symbnn.models import build_model
 from symbnn.settings import ConfigError, ImportedModel, config_from_mapping
 from symbnn.symmetry import unit_groups
@@ -15,6 +15,16 @@ USER_MODEL = {
     "options": {"channels": 3},
     "input_shape": [1, 28, 28],
 }
+
+
+@pytest.fixture(autouse=True)
+def trusted():
+    """The import paths these tests name are named in code: trusted (`symbnn.trust`)."""
+    for path in ("no_such_module_here:Net", "user_models:Missing", "user_models:not_a_model"):
+        trust.trust_model(path)
+    trust.trust_model(USER_MODEL["name"])
+    yield
+    trust.forget()
 
 
 def with_model(model):

@@ -159,8 +159,8 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
         fit_block(problem, "swag", Swag(), [k], 5, None, tmp_path / "pool.zarr", [0, 1, 2])
         for k in range(3)
     ]
-    save_fits(blocks[1], tmp_path / "fits.pt")
-    assert load_fits(tmp_path / "fits.pt").mode_seeds == [101]
+    save_fits(blocks[1], tmp_path / "fits.safetensors")
+    assert load_fits(tmp_path / "fits.safetensors").mode_seeds == [101]
     state, info = draw_samples(problem, "swag", Swag(), blocks, plan, 5, multi=False)
     assert list(info["mode_index"]) == [0, 0, 0, 1, 1, 2, 2]
     assert list(info["mode_seed"]) == [100, 100, 100, 101, 101, 102, 102]

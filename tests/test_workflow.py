@@ -124,6 +124,12 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
         # one posterior per unit: per mode (one-mode), per replicate (multi-mode)
         assert mmd["unit"].to_list() == [0, 1] and metrics["unit"].to_list() == [0, 1]
         assert metrics["mode_accuracy"].null_count() == 0
+    # one fit per mode (or one block of members), shared by both variants
+    for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
+        assert sorted(p.name for p in (results / "methods" / method / "fits").iterdir()) == [
+            "000.safetensors",
+            "001.safetensors",
+        ]
     table1 = pl.read_parquet(results / "report" / "table1.parquet")
     assert table1.height == len(pairs)
     assert table1.columns[:15] == [

@@ -16,6 +16,7 @@ from conftest import NO_ANALYSES, SNAKEMAKE, TINY_METHODS
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
 
+from symbnn import trust
 from symbnn.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,8 +85,10 @@ def test_a_model_named_by_import_path_runs_end_to_end(tmp_path):
     keep = ("n_samples", "modes", "pool", "first_seed", "swag", "de")
     config["experiments"]["tiny"]["methods"] = {k: TINY_METHODS[k] for k in keep}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    snakemake(tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    snakemake(tmp_path, env={**os.environ, "PYTHONPATH": path})
     results = tmp_path / "results" / "tiny"
+    trust.trust_model(spec["name"])  # the stores name it: here as in the run's jobs
     target = open_store(results / "posterior" / "target.zarr")
     assert target.attrs["architecture"] == spec and target.validate() == []
     canonical = open_store(results / "canonical" / "target.zarr")

@@ -49,7 +49,8 @@ def symmetry_of(model: nn.Module | dict[str, Any] | Symmetry, example_input=None
     """The symmetry structure of a network, derived from its traced computation graph.
 
     ``model``: an ``nn.Module``, or a model spec (``{"name": "resnet18", "num_classes": 10}``:
-    the model is built with `symbnn.models.build_model`); a `Symmetry` is returned as is.
+    the model is built with `symbnn.models.build_model`; a model of your own named by import
+    path in a spec given here is trusted, `symbnn.trust`); a `Symmetry` is returned as is.
     ``example_input``: a batch the model accepts (a tensor or a tuple of positional inputs;
     only its shape matters, where a feature map is flattened into a linear layer). By default
     one is guessed from the first layer (32 x 32 maps for convolutional networks).
@@ -66,8 +67,11 @@ def symmetry_of(model: nn.Module | dict[str, Any] | Symmetry, example_input=None
     if isinstance(model, Symmetry):
         return model
     if _is_spec(model):
+        from symbnn import trust
         from symbnn.models import build_model
 
+        if trust.is_import_path(model["name"]):  # named here, in the caller's code
+            trust.trust_model(model["name"])
         return derive(build_model(model), example_input, architecture=dict(model))
     if isinstance(model, nn.Module):
         return derive(model, example_input)

@@ -4,7 +4,12 @@ defining ``register(subparsers)``; this file only discovers and dispatches them.
 One error path: a bad option value, a bad or damaged file, a full disk or a permission
 problem ends the command with one line, ``symbnn COMMAND: error: ...`` naming the file, key
 or value, and exit status 1 (`symbnn.runlog.expected_error` decides what is expected);
-anything else is a bug and keeps its traceback."""
+anything else is a bug and keeps its traceback.
+
+Two options of `symbnn` itself, before the command, concern what data may do (docs/stores.md):
+``--trust-model package.module:Net`` (repeatable) allows a store to name that model of your
+own (the current folder's config.yaml, when valid, is trusted too), and ``--allow-unverified``
+opens stores of the old format (no digest) with a warning instead of refusing them."""
 
 from __future__ import annotations
 
@@ -12,10 +17,14 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from pathlib import Path
 
 import symbnn
 import symbnn.commands
+from symbnn import store, trust
 from symbnn.runlog import EXIT_FAILURE, expected_error
+
+CONFIG = Path("config.yaml")
 
 
 class Parser(argparse.ArgumentParser):
@@ -26,9 +35,33 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_FAILURE, f"{self.prog}: error: {message}\n")
 
 
+def import_path(text: str) -> str:
+    """``package.module:attribute`` (an argparse type)."""
+    if not trust.IMPORT_PATH.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an import path package.module:attribute (e.g. mynets:SmallCNN)"
+        )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="symbnn", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"symbnn {symbnn.__version__}")
+    parser.add_argument(
+        "--trust-model",
+        action="append",
+        type=import_path,
+        default=[],
+        metavar="MODULE:ATTRIBUTE",
+        help="a model of your own that stores may name by import path (repeatable; the "
+        "models config.yaml names are trusted too)",
+    )
+    parser.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="open stores of the old format (no digest) with a warning instead of refusing "
+        "them (`symbnn store upgrade` converts them for good)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module_info in sorted(pkgutil.iter_modules(symbnn.commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"symbnn.commands.{module_info.name}")
@@ -36,9 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def trust_named_models(paths: list[str]) -> None:
+    """Trust the --trust-model paths, and those the current folder's config.yaml names (read
+    only if a store names a model that is not trusted otherwise)."""
+    for path in paths:
+        trust.trust_model(path)
+    if CONFIG.is_file():
+        trust.add_source(_load_config_here)
+
+
+def _load_config_here() -> None:
+    from symbnn.settings import load_config
+
+    load_config(CONFIG)  # trusts the models it names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    trust_named_models(args.trust_model)
+    store.allow_unverified(args.allow_unverified)
     try:
         return int(args.handler(args) or 0)
     except Exception as exc:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from symbnn import trust
 from symbnn.settings import Config, Methods, config_from_mapping
 
 
@@ -24,9 +25,12 @@ def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
 
 def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
     """The Snakefile's `config` (config.yaml with --config overrides) checked; errors name
-    the last config file given and, where the key is in it, its line."""
+    the last config file given and, where the key is in it, its line. The models it names
+    by import path are trusted here and, through SYMBNN_TRUSTED_IMPORTS, in every job."""
     files = [str(f) for f in getattr(workflow, "configfiles", [])]
-    return config_from_mapping(config, files[-1] if files else "config.yaml")
+    settings = config_from_mapping(config, files[-1] if files else "config.yaml")
+    trust.export_to_environment()
+    return settings
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 
 A predictions store is a Zarr group written atomically (like weight stores):
 
-    <store>/zarr.json      attrs: format, experiment, method, variant, n_samples, num_classes,
-                           predictive ("sampled", or "linearised" at each sample's mode)
+    <store>/zarr.json      attrs: format, format_version, experiment, method, variant,
+                           n_samples, num_classes, predictive ("sampled", or "linearised" at
+                           each sample's mode), checksum, digest
+    <store>/manifest.json  the metadata as written and every chunk's checksum (its SHA-256 is
+                           the digest)
     <store>/test           float16 (S, N, C) softmax probabilities on the in-distribution test set
     <store>/ood            float16 (S, M, C) the same on the out-of-distribution set
     <store>/labels         int64 (N,) test labels
@@ -13,9 +16,12 @@ One chunk per sample (or per block of rows for large test sets), written sample 
 so memory stays bounded by one sample's predictions whatever S is. float16 keeps three
 significant digits of each probability, more than the metrics' reporting precision.
 
-Integrity as for weight stores (`symbnn.store`): every chunk is written with a crc32c checksum
-(attribute ``checksum: crc32c``); opening checks the shapes against the attributes and that
-every chunk file exists, reads verify checksums, `Predictions.validate` reads every chunk.
+Integrity as for weight stores (`symbnn.store`, docs/stores.md): every chunk is written with a
+crc32c checksum (attribute ``checksum: crc32c``) and the manifest and digest end the write;
+opening checks the shapes against the attributes, that every chunk file exists and the
+metadata against the manifest; reads verify checksums; `Predictions.validate` reads every
+chunk and compares it with the manifest. Predictions stores without a digest (written before
+format_version 2) are refused like weight stores.
 """
 
 from __future__ import annotations
@@ -39,21 +45,27 @@ from symbnn.store import (
     ARRAY_CONFIG,
     CHECKSUM,
     CHECKSUM_CODECS,
+    FORMAT_VERSION,
+    PREDICTIONS,
     ArrayLayout,
     Store,
     StoreError,
+    check_digest,
     check_integrity,
+    has_digest,
     iter_chunks,
     open_store,
     positive_count,
     read_checked,
+    read_group_meta,
     read_layout,
+    seal,
     staged_folder,
     unverified_notes,
     writing,
 )
 
-FORMAT = "symbnn-predictions"
+FORMAT = PREDICTIONS
 CHUNK_BYTES = 8 * 2**20
 ARRAYS = ("test", "ood", "labels", "test_accuracy")
 
@@ -185,6 +197,7 @@ def write_predictions(
         group.attrs.update(
             {
                 "format": FORMAT,
+                "format_version": FORMAT_VERSION,
                 "source": str(samples_path),
                 "n_samples": s,
                 "num_classes": num_classes,
@@ -197,6 +210,7 @@ def write_predictions(
                 },
             }
         )
+        seal(tmp, [name for name in ARRAYS if (tmp / name / "zarr.json").exists()], out_path)
     return out_path
 
 
@@ -218,8 +232,10 @@ class CheckedArray:
     def __getitem__(self, selection: Any) -> np.ndarray:
         return read_checked(self._array, self.layout, selection)
 
-    def iter_chunks(self) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
-        return iter_chunks(self._array, self.layout)
+    def iter_chunks(
+        self, recorded: list[int] | None = None
+    ) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+        return iter_chunks(self._array, self.layout, recorded)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         values = self[...]
@@ -252,6 +268,12 @@ class Predictions:
     path: Path
     group: CheckedGroup
     checksummed: bool = False
+    # the manifest's chunk checksums (label -> one per chunk); None without a digest
+    recorded: dict[str, list[int]] | None = None
+
+    @property
+    def digest(self) -> str | None:
+        return self.group.attrs.get("digest") if self.recorded is not None else None
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -270,11 +292,13 @@ class Predictions:
 
     def validate(self) -> list[str]:
         """Read every chunk; raise StoreError naming the array and chunk (or sample) when one
-        is damaged or holds NaN/inf or probability rows not summing to 1. Returns what could
-        not be verified (a store written before checksums), as `Store.validate` does."""
+        is damaged, is not the chunk the manifest records, or holds NaN/inf or probability
+        rows not summing to 1. Returns what could not be verified (a store without a digest,
+        opened with ``allow_unverified``), as `Store.validate` does."""
         layouts = [self.group[name].layout for name in ARRAYS if name in self.group]
         for layout in layouts:
-            for index, block in self.group[layout.label].iter_chunks():
+            recorded = None if self.recorded is None else self.recorded[layout.label]
+            for index, block in self.group[layout.label].iter_chunks(recorded):
                 if layout.label not in ("test", "ood"):
                     continue
                 block = block.astype(np.float32)
@@ -285,7 +309,9 @@ class Predictions:
                         raise StoreError(f"{self.path}: {where} holds NaN or inf")
                     if probs.size and np.abs(probs.sum(-1) - 1).max() > 1e-2:  # float16 storage
                         raise StoreError(f"{self.path}: {where} has rows that do not sum to 1")
-        return [] if self.checksummed else unverified_notes(layouts, "predictions store")
+        if self.recorded is not None:
+            return []
+        return unverified_notes(layouts, "predictions store", self.checksummed)
 
 
 def is_predictions(path: str | os.PathLike) -> bool:
@@ -297,6 +323,11 @@ def is_predictions(path: str | os.PathLike) -> bool:
     return meta.get("attributes", {}).get("format") == FORMAT
 
 
+def open_any(path: str | os.PathLike) -> Store | Predictions:
+    """The weight store or predictions store at ``path``, whichever it is."""
+    return open_predictions(path) if is_predictions(path) else open_store(path)
+
+
 def validate_any(path: str | os.PathLike) -> list[str]:
     """Read every chunk of a weight store or a predictions store, whichever `path` is; raise
     StoreError naming the damage, else return what could not be verified (empty when the
@@ -306,19 +337,20 @@ def validate_any(path: str | os.PathLike) -> list[str]:
     return open_store(path).validate(check_values=True)
 
 
-def open_predictions(path: str | os.PathLike) -> Predictions:
-    """Open a predictions store: its attributes, every array's shape against them and, for a
-    store written with checksums, the presence of every chunk are checked."""
+def open_predictions(path: str | os.PathLike, allow_unverified: bool | None = None) -> Predictions:
+    """Open a predictions store: its format (a store without a digest is refused unless
+    ``allow_unverified``), its attributes, every array's shape against them, the presence of
+    every chunk and the metadata against the manifest are checked."""
     path = Path(path)
-    if not (path / "zarr.json").is_file():
-        raise StoreError(f"{path}: not a predictions store (no zarr.json; missing or half-written)")
-    try:
-        group = zarr.open_group(path, mode="r", zarr_format=3)
-        attrs = dict(group.attrs)
-    except Exception as exc:
-        raise StoreError(f"{path}: not a predictions store ({exc})") from exc
+    group_meta = read_group_meta(path, "predictions store")
+    attrs = dict(group_meta.get("attributes", {}))
     if attrs.get("format") != FORMAT:
         raise StoreError(f"{path}: not a predictions store (format {attrs.get('format')!r})")
+    sealed = has_digest(path, attrs, allow_unverified)
+    try:
+        group = zarr.open_group(path, mode="r", zarr_format=3)
+    except Exception as exc:
+        raise StoreError(f"{path}: not a predictions store ({exc})") from exc
     s, c = (positive_count(path, attrs, key) for key in ("n_samples", "num_classes"))
     layouts = {
         name: read_layout(path, name)
@@ -341,5 +373,6 @@ def open_predictions(path: str | os.PathLike) -> Predictions:
                 "inconsistent"
             )
     checksummed = attrs.get("checksum") == CHECKSUM
-    check_integrity(path, list(layouts.values()), checksummed)
-    return Predictions(path, CheckedGroup(group, layouts), checksummed)
+    check_integrity(path, list(layouts.values()), checksummed or sealed)
+    recorded = check_digest(path, group_meta, layouts) if sealed else None
+    return Predictions(path, CheckedGroup(group, layouts), checksummed, recorded)

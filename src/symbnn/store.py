@@ -17,14 +17,21 @@ complete, so a killed job never leaves a half-written store that a later step wo
 Readers address arrays by the names recorded in the attributes, never by listing folders, so
 bookkeeping files such as Snakemake's ``.snakemake_timestamp`` are never read as data.
 
-Integrity: every chunk carries a CRC-32C checksum (Zarr v3's ``crc32c`` codec) and every chunk
-is written, all-zero ones included (the store's attribute ``checksum: crc32c`` says so). Opening
-a store checks its metadata (names, shapes against ``n_samples``, one checksum per array) and
-that every chunk file exists (a directory listing, no data read); every read verifies the
-checksums of the chunks it touches; `Store.validate` reads every chunk. So a missing, truncated
-or bit-flipped chunk is an error naming the array and the chunk, never a number computed from
-Zarr's fill value or from damaged bytes. Stores written before checksums (no ``checksum``
-attribute) still open; `Store.validate` says what it cannot verify in them.
+Integrity (docs/stores.md): every chunk carries a CRC-32C checksum (Zarr v3's ``crc32c``
+codec) and every chunk is written, all-zero ones included (the store's attribute
+``checksum: crc32c`` says so). The writer ends with a manifest (`symbnn.store_digest`: the
+metadata as written and every chunk's checksum) whose SHA-256 is the group attribute
+``digest``. Opening a store checks its metadata (names, shapes against ``n_samples``, one
+checksum per array), that every chunk file exists (a directory listing, no data read) and
+that the metadata is what the manifest recorded; every read verifies the checksums of the
+chunks it touches; `Store.validate` reads every chunk and checks it against the manifest too.
+So a missing, truncated, bit-flipped or swapped chunk and an edited attribute or array
+metadata are errors naming what changed, never a number computed from Zarr's fill value or
+from damaged bytes. Stores of the format before the digest (format_version 1) are refused
+with the remedy (`symbnn store upgrade`), or opened with a warning under `allow_unverified`.
+
+A store never makes symbnn import code: an ``architecture`` naming a model by import path
+opens only if the user trusts that path (`symbnn.trust`).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +53,23 @@ import numpy as np
 import zarr
 
 import symbnn
-from symbnn import chunk_checksums
+from symbnn import chunk_checksums, trust
+from symbnn.atomic import atomic_write
 from symbnn.banded_array import BandedArray, checksummed
+from symbnn.store_digest import (
+    DIGEST,
+    MANIFEST,
+    changes,
+    digest_of,
+    group_changes,
+    manifest_bytes,
+    parse_manifest,
+)
 
 FORMAT = "symbnn-store"
-FORMAT_VERSION = 1
+PREDICTIONS = "symbnn-predictions"  # the format of predictions stores (`symbnn.predictions`)
+# 2: a manifest and its digest cover the metadata and every chunk's checksum
+FORMAT_VERSION = 2
 CHUNK_TARGET_BYTES = 4 * 2**20
 # Rows kept together when a sample is too large for one chunk; also the floor that makes
 # column-block reads over all samples cheap.
@@ -65,6 +84,10 @@ CHECKSUM_CODECS = (chunk_checksums.BackgroundCrc32c(),)
 chunk_checksums.install()
 # How a damaged store is repaired, appended to the messages that report one.
 REMEDY = "restore it (`make verify` names intact copies) or rerun the step that wrote it"
+# The attribute `symbnn store upgrade` records (from which format; values verified or not).
+UPGRADED = "upgraded"
+# Whether stores without a digest open (with a warning): `symbnn --allow-unverified`.
+_unverified = {"allowed": False, "warned": set()}
 
 
 class StoreError(Exception):
@@ -83,6 +106,7 @@ class ArrayLayout:
     separator: str
     checksum: bool  # the codecs end with crc32c
     plain: bool  # codecs are exactly bytes (+ crc32c): a chunk file's size is known
+    meta: dict = field(default_factory=dict, compare=False, repr=False)  # its zarr.json
 
     @property
     def folder(self) -> Path:
@@ -154,6 +178,17 @@ class ArrayLayout:
                 return "fails its crc32c checksum (damaged on disk)"
         return None
 
+    def stored_checksum(self, index: tuple[int, ...]) -> int | None:
+        """The checksum the chunk file ends with (its last four bytes), None when it cannot
+        be read."""
+        try:
+            with open(self.store / self.key(index), "rb") as file:
+                file.seek(-4, os.SEEK_END)
+                tail = file.read(4)
+        except OSError:
+            return None
+        return int.from_bytes(tail, "little") if len(tail) == 4 else None
+
     def first_damaged(self) -> tuple[tuple[int, ...], str] | None:
         for index in self.indices():
             problem = self.chunk_problem(index)
@@ -208,6 +243,7 @@ def read_layout(store: Path, label: str) -> ArrayLayout:
         separator=separator,
         checksum=bool(codecs) and codecs[-1] == CHECKSUM,
         plain=codecs in (["bytes"], ["bytes", CHECKSUM]),
+        meta=meta,
     )
 
 
@@ -248,6 +284,164 @@ def check_chunks_present(layouts: Sequence[ArrayLayout]) -> None:
             )
 
 
+def allow_unverified(allowed: bool = True) -> None:
+    """Whether stores without a digest (format_version 1) open, with a warning, instead of
+    being refused: `symbnn --allow-unverified`."""
+    _unverified["allowed"] = allowed
+
+
+def read_group_meta(path: Path, what: str = "symbnn store") -> dict[str, Any]:
+    """The content of the group's ``zarr.json``; StoreError when it is missing or malformed."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except FileNotFoundError:
+        raise StoreError(f"{path}: not a {what} (no zarr.json; missing or half-written)") from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: cannot read zarr.json: {exc}") from exc
+    if not isinstance(meta, dict) or not isinstance(meta.get("attributes", {}), dict):
+        raise StoreError(f"{path}: zarr.json is not the metadata of a Zarr group")
+    return meta
+
+
+def upgrade_remedy(path: Path) -> str:
+    return (
+        f"run `symbnn store upgrade {path}` (it verifies every chunk and records a digest; "
+        "`make upgrade-stores` upgrades every store under the results folder), or pass "
+        "`symbnn --allow-unverified` to read it unverified"
+    )
+
+
+def has_digest(path: Path, attrs: Mapping[str, Any], allow: bool | None = None) -> bool:
+    """True for a store of the current format, with a digest to check. A store of the format
+    before it (no digest, no manifest) is a StoreError giving the remedy unless ``allow``
+    (default: `allow_unverified`'s setting, which also prints a warning), when it opens
+    unverified (False). A store
+    written with a manifest must keep its digest and format_version: an edit of either can
+    never turn it into an unverified one."""
+    version, digest = attrs.get("format_version"), attrs.get(DIGEST)
+    if version == FORMAT_VERSION and isinstance(digest, str):
+        return True
+    if (path / MANIFEST).exists():
+        problem = (
+            f"its format_version is {version!r}"
+            if version != FORMAT_VERSION
+            else f"its attribute {DIGEST!r} is {'missing' if digest is None else repr(digest)}"
+        )
+        raise StoreError(
+            f"{path}: the store was written with a digest ({MANIFEST} is there), but {problem}: "
+            f"its metadata was changed after it was written; {REMEDY}"
+        )
+    if version not in (None, 1, FORMAT_VERSION):
+        raise StoreError(
+            f"{path}: unsupported format_version {version!r} (this symbnn reads {FORMAT_VERSION})"
+        )
+    if not (_unverified["allowed"] if allow is None else allow):
+        raise StoreError(
+            f"{path}: written in an older store format (format_version {version}, no digest "
+            f"of its metadata), which symbnn does not read unverified: {upgrade_remedy(path)}"
+        )
+    if allow is None and path not in _unverified["warned"]:  # allowed by --allow-unverified
+        _unverified["warned"].add(path)
+        print(
+            f"symbnn: warning: {path}: reading a store without a digest (format_version "
+            f"{version}): changes to its metadata cannot be detected",
+            file=sys.stderr,
+        )
+    return False
+
+
+def check_digest(
+    path: Path, group_meta: Mapping[str, Any], layouts: Mapping[str, ArrayLayout]
+) -> dict[str, list[int]]:
+    """Check the store's metadata against its manifest (and the manifest against the digest)
+    and return the manifest's chunk checksums, label -> one per chunk in C order. StoreError
+    naming what changed: the manifest, an attribute, an array's metadata."""
+    digest = group_meta["attributes"][DIGEST]
+    try:
+        data = (path / MANIFEST).read_bytes()
+    except OSError as exc:
+        raise StoreError(
+            f"{path}: cannot read {MANIFEST} ({exc.strerror or exc}), so the store's digest "
+            f"cannot be checked: the store is incomplete; {REMEDY}"
+        ) from None
+    if digest_of(data) != digest:
+        raise StoreError(
+            f"{path}: {MANIFEST} does not match the store's digest (attribute {DIGEST!r}): the "
+            f"manifest or the digest was changed after the store was written; {REMEDY}"
+        )
+    try:
+        manifest = parse_manifest(data)
+    except ValueError as exc:
+        raise StoreError(f"{path}: malformed {MANIFEST}: {exc}; {REMEDY}") from None
+    found = group_changes(manifest, group_meta)
+    if found:
+        raise StoreError(
+            f"{path}: the store's metadata was changed after it was written: "
+            f"{'; '.join(found[:3])}; {REMEDY}"
+        )
+    recorded = manifest["arrays"]
+    if set(recorded) != set(layouts):
+        odd = sorted(set(recorded) ^ set(layouts))
+        raise StoreError(f"{path}: {MANIFEST} and the store disagree on the arrays {odd}; {REMEDY}")
+    checksums = {}
+    for label, layout in layouts.items():
+        entry = recorded[label]
+        found = changes("key", entry.get("metadata", {}), layout.meta)
+        if found:
+            raise StoreError(
+                f"{path}: the metadata of {label} ({label}/zarr.json) was changed after the "
+                f"store was written: {'; '.join(found[:3])}; {REMEDY}"
+            )
+        crcs = entry.get("crc32c")
+        if not isinstance(crcs, list) or len(crcs) != math.prod(layout.grid):
+            raise StoreError(f"{path}: {MANIFEST} lists no checksum per chunk of {label}")
+        checksums[label] = crcs
+    return checksums
+
+
+def seal(folder: Path, labels: Sequence[str], where: Path | None = None) -> str:
+    """Write the manifest of the store in ``folder`` (arrays ``labels``, every chunk written
+    with a crc32c checksum) and record its digest in the group attributes; returns the
+    digest. The last step of every store writer; each file is replaced atomically."""
+    where = where or folder
+    group_meta = read_group_meta(folder)
+    arrays = {}
+    for label in labels:
+        layout = read_layout(folder, label)
+        if not layout.checksum:
+            raise StoreError(f"{where}: {label} has no crc32c checksum to record in {MANIFEST}")
+        crcs = [layout.stored_checksum(index) for index in layout.indices()]
+        if None in crcs:
+            index = list(layout.indices())[crcs.index(None)]
+            raise chunk_error(layout, index, "is missing or unreadable")
+        arrays[label] = (layout.meta, crcs)
+    data = manifest_bytes(group_meta, arrays)
+    digest = digest_of(data)
+    group_meta["attributes"] = {**group_meta.get("attributes", {}), DIGEST: digest}
+    text = json.dumps(group_meta, indent=2)
+    atomic_write(folder / MANIFEST, lambda tmp: tmp.write_bytes(data))
+    atomic_write(folder / "zarr.json", lambda tmp: tmp.write_text(text))
+    return digest
+
+
+def check_trusted_architecture(path: Path, attrs: Mapping[str, Any]) -> None:
+    """StoreError unless the ``architecture`` attribute (if any) is a model spec naming a
+    shipped model or a trusted import path; nothing is imported here."""
+    spec = attrs.get("architecture")
+    if spec is None:
+        return
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise StoreError(
+            f"{path}: attribute 'architecture' is {str(spec)[:100]!r}, expected a model spec "
+            "such as {'name': 'optunet'}"
+        )
+    if trust.is_import_path(spec["name"]):
+        try:
+            trust.require("model", spec["name"], where=f"{path}: attribute 'architecture'")
+        except trust.UntrustedImport as exc:
+            raise StoreError(str(exc)) from None
+
+
 def chunk_error(layout: ArrayLayout, index: tuple[int, ...], problem: str) -> StoreError:
     return StoreError(
         f"{layout.store}: cannot read {layout.label}: {layout.describe(index)} {problem}; {REMEDY}"
@@ -279,22 +473,43 @@ def read_checked(
 
 
 def iter_chunks(
-    array: zarr.Array, layout: ArrayLayout
+    array: zarr.Array, layout: ArrayLayout, recorded: Sequence[int] | None = None
 ) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
-    """(index, values) of every chunk of ``array`` in turn, checksums verified; StoreError
-    naming the chunk that cannot be read or decoded."""
-    for index in layout.indices():
+    """(index, values) of every chunk of ``array`` in turn, checksums verified and, given
+    ``recorded`` (the manifest's checksums, chunk by chunk), compared with what the store
+    was written with; StoreError naming the chunk that cannot be read, decoded or matched."""
+    for position, index in enumerate(layout.indices()):
         try:
             values = np.asarray(array[layout.slices(index)])
         except Exception as exc:
             problem = layout.chunk_problem(index) or f"cannot be decoded ({exc})"
             raise chunk_error(layout, index, problem) from exc
+        if recorded is not None:
+            stored = layout.stored_checksum(index)
+            if position >= len(recorded) or stored != recorded[position]:
+                expected = f"{recorded[position]:#010x}" if position < len(recorded) else "none"
+                raise chunk_error(
+                    layout,
+                    index,
+                    f"is intact but not the chunk this store was written with (its crc32c is "
+                    f"{stored or 0:#010x}, the manifest records {expected}): it was replaced "
+                    "or rewritten",
+                )
         yield index, values
 
 
-def unverified_notes(layouts: Sequence[ArrayLayout], what: str = "store") -> list[str]:
-    """What `validate` cannot vouch for in a store written before checksums."""
+def unverified_notes(
+    layouts: Sequence[ArrayLayout], what: str = "store", checksummed: bool = False
+) -> list[str]:
+    """What `validate` cannot vouch for in a store without a digest (opened with
+    `allow_unverified`), written with or before chunk checksums."""
     notes = [
+        "no digest of its metadata (an older store format): a change to its attributes or to "
+        "an array's metadata cannot be detected; `symbnn store upgrade` records one"
+    ]
+    if checksummed:
+        return notes
+    notes += [
         f"written without chunk checksums (by a symbnn older than crc32c chunks): every chunk "
         f"was read, but a changed value cannot be detected; rerun the step that wrote this "
         f"{what} to get one that can be fully verified"
@@ -526,7 +741,8 @@ class StoreWriter:
                 banded.finish()
             self._group.attrs.update(
                 {
-                    **self.attrs,
+                    # a source store's own records (attrs are often copied from one) dropped
+                    **{k: v for k, v in self.attrs.items() if k not in (DIGEST, UPGRADED)},
                     "format": FORMAT,
                     "format_version": FORMAT_VERSION,
                     "kind": self.kind,
@@ -537,6 +753,8 @@ class StoreWriter:
                     "checksum": CHECKSUM,
                 }
             )
+            labels = [f"state/{n}" for n in self._state_names]
+            seal(self._tmp, labels + [f"info/{n}" for n in self._info_names], self.path)
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -572,29 +790,26 @@ def _as_numpy(value: Any) -> np.ndarray:
 class Store:
     """Read-only view of a store. Arrays are read lazily; nothing loads the whole store.
 
-    Opening checks the metadata (format, the recorded names, every array's shape against
-    ``n_samples``) and, for a checksummed store, that every chunk file exists; reads verify
-    the chunks' checksums. Each failure is a StoreError naming the store, array and chunk."""
+    Opening checks the format (a store without a digest is refused unless
+    ``allow_unverified``), that an architecture named by import path is trusted, the metadata
+    (the recorded names, every array's shape against ``n_samples``), that every chunk file
+    exists, and the metadata against the manifest's copy; reads verify the chunks' checksums.
+    Each failure is a StoreError naming the store, array and chunk or what changed."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, allow_unverified: bool | None = None) -> None:
         self.path = Path(path)
-        if not (self.path / "zarr.json").is_file():
-            raise StoreError(
-                f"{self.path}: not a symbnn store (no zarr.json; missing or half-written)"
-            )
-        try:
-            self._group = zarr.open_group(self.path, mode="r", zarr_format=3)
-            attrs = dict(self._group.attrs)
-        except Exception as exc:  # zarr raises several types for unreadable metadata
-            raise StoreError(f"{self.path}: cannot open as a Zarr v3 group: {exc}") from exc
+        group_meta = read_group_meta(self.path)
+        attrs = dict(group_meta.get("attributes", {}))
         if attrs.get("format") != FORMAT:
             raise StoreError(
                 f"{self.path}: attribute 'format' is {attrs.get('format')!r}, expected {FORMAT!r}"
             )
-        if attrs.get("format_version") != FORMAT_VERSION:
-            raise StoreError(
-                f"{self.path}: unsupported format_version {attrs.get('format_version')!r}"
-            )
+        self.sealed = has_digest(self.path, attrs, allow_unverified)
+        check_trusted_architecture(self.path, attrs)
+        try:
+            self._group = zarr.open_group(self.path, mode="r", zarr_format=3)
+        except Exception as exc:  # zarr raises several types for unreadable metadata
+            raise StoreError(f"{self.path}: cannot open as a Zarr v3 group: {exc}") from exc
         self.attrs: dict[str, Any] = attrs
         self.state_names: list[str] = self._names("state_names")
         self.info_names: list[str] = self._names("info_names")
@@ -611,7 +826,10 @@ class Store:
                         f"{self.n_samples} (attribute n_samples): the store is inconsistent"
                     )
                 self._layouts[layout.label] = layout
-        check_integrity(self.path, list(self._layouts.values()), self.checksummed)
+        check_integrity(self.path, list(self._layouts.values()), self.checksummed or self.sealed)
+        self._recorded: dict[str, list[int]] | None = None
+        if self.sealed:
+            self._recorded = check_digest(self.path, group_meta, self._layouts)
         self._arrays: dict[str, zarr.Array] = {}
         self._architecture_checked = False
 
@@ -635,7 +853,13 @@ class Store:
         )
 
     @property
+    def digest(self) -> str | None:
+        """The SHA-256 of the store's manifest: equal digests, equal stores."""
+        return self.attrs.get(DIGEST) if self.sealed else None
+
+    @property
     def architecture(self) -> dict[str, Any]:
+        check_trusted_architecture(self.path, self.attrs)  # checked on open; kept as a guard
         return dict(self.attrs.get("architecture", {}))
 
     def check_architecture(self) -> None:
@@ -771,15 +995,17 @@ class Store:
         """Raise StoreError naming the array (and chunk) at fault if the store is inconsistent
         or damaged. The metadata and the presence of every chunk were checked when it was
         opened; here the recorded architecture is checked against the arrays and, with
-        ``check_values``, every chunk is read (its checksum verified) and float weights are
-        checked for NaN/inf. Returns what could not be verified: empty for a store with
-        checksums; for an older store, notes saying so (and naming absent chunks)."""
+        ``check_values``, every chunk is read (its checksum verified, and compared with the
+        manifest's) and float weights are checked for NaN/inf. Returns what could not be
+        verified: empty for a store with a digest; for an older store opened with
+        ``allow_unverified``, notes saying so (and naming absent chunks)."""
         self.check_architecture()
         layouts = list(self._layouts.values())
         if check_values:
             for layout in layouts:
                 section, name = layout.label.split("/", 1)
-                for index, block in iter_chunks(self._array(section, name), layout):
+                recorded = None if self._recorded is None else self._recorded[layout.label]
+                for index, block in iter_chunks(self._array(section, name), layout, recorded):
                     if section == "state" and block.dtype.kind == "f":
                         bad = ~np.isfinite(block)
                         if bad.any():
@@ -788,11 +1014,11 @@ class Store:
                                 f"{self.path}: state/{name} holds NaN or infinite weights "
                                 f"(sample {row}, {layout.describe(index)})"
                             )
-        return [] if self.checksummed else unverified_notes(layouts)
+        return [] if self.sealed else unverified_notes(layouts, checksummed=self.checksummed)
 
 
-def open_store(path: str | os.PathLike) -> Store:
-    return Store(path)
+def open_store(path: str | os.PathLike, allow_unverified: bool | None = None) -> Store:
+    return Store(path, allow_unverified)
 
 
 def summary(store: Store) -> dict[str, Any]:

@@ -20,13 +20,13 @@ import torch
 
 from symbnn.alignment.interpolation import gaussian_curve, grid, loss_barrier
 from symbnn.alignment.matching import align_gaussian
-from symbnn.atomic import atomic_write
 from symbnn.methods.base import Problem
 from symbnn.methods.bnn import gaussian_state, train_converged_bnn
 from symbnn.models import build_model
 from symbnn.settings import Alignment, Bnn
 from symbnn.symmetry.architectures import unit_groups
 from symbnn.train.batchnorm import batchnorm_layers
+from symbnn.treefile import load_tree, save_tree
 
 State = dict[str, torch.Tensor]
 
@@ -153,11 +153,12 @@ def variational_curves(
 
 
 def save_fit(fitted: Mapping[str, Any], path: str | os.PathLike) -> None:
-    atomic_write(path, lambda tmp: torch.save(dict(fitted), tmp))
+    """A variational fit as a tree file (`symbnn.treefile`: tensors and JSON, no pickle)."""
+    save_tree(dict(fitted), path)
 
 
 def load_fits(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
-    return [torch.load(path, map_location="cpu", weights_only=True) for path in paths]
+    return [load_tree(path) for path in paths]
 
 
 def report_table(rows: pl.DataFrame) -> pl.DataFrame:

@@ -91,6 +91,7 @@ def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
 def _run(args) -> int:
     from symbnn.commands import available_device
     from symbnn.mmd import AggTestConfig, default_layers, layerwise_mmd
+    from symbnn.mmd.layerwise import check_distinct
 
     config = AggTestConfig(alpha=args.alpha, b1=args.b1, b2=args.b2, b3=args.b3)
     device = available_device(args.device)
@@ -100,6 +101,7 @@ def _run(args) -> int:
     try:
         target, method = (args.target, args.method)
         if args.canonical:
+            check_distinct(target, method, target_rows, method_rows)
             target, method = _canonical_inputs(args, scratch)
         layers = args.layers or (
             default_layers(open_store(target), by_module=True) if args.by_module else None

@@ -1,8 +1,9 @@
-"""`symbnn store info|validate PATH`."""
+"""`symbnn store info|validate PATH` and `symbnn store upgrade PATH...` (docs/stores.md)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from symbnn.predictions import validate_any
 from symbnn.runlog import EXIT_FAILURE
@@ -40,8 +41,33 @@ def _validate(args) -> int:
         for note in notes:
             print(f"  note: {note}")
     else:
-        print(f"OK: {args.path} (every chunk read, checksums verified)")
+        print(
+            f"OK: {args.path} (metadata matches the digest; every chunk read, checksums verified)"
+        )
     return 0
+
+
+def _upgrade(args) -> int:
+    from symbnn.store_upgrade import stores_to_upgrade, upgrade
+
+    paths: list[Path] = []
+    for given in map(Path, args.paths):
+        if given.is_dir() and not (given / "zarr.json").exists():  # a folder of results
+            found = stores_to_upgrade([given])
+            print(f"{given}: {len(found)} store(s) to upgrade")
+            paths += found
+        else:
+            paths.append(given)
+    failed = 0
+    for path in paths:
+        try:
+            for line in upgrade(path):
+                print(line)
+        except StoreError as exc:
+            failed += 1
+            print(f"FAILED: {exc}")
+    print(f"upgrade: {len(paths) - failed} store(s) current, {failed} failed")
+    return EXIT_FAILURE if failed else 0
 
 
 def register(subparsers) -> None:
@@ -60,3 +86,10 @@ def register(subparsers) -> None:
     )
     validate.add_argument("path")
     validate.set_defaults(handler=_validate)
+    upgrade = actions.add_parser(
+        "upgrade",
+        help="verify every chunk of a store of the older format (no digest) and record its "
+        "manifest and digest; a folder: every such store under it",
+    )
+    upgrade.add_argument("paths", nargs="+", metavar="PATH")
+    upgrade.set_defaults(handler=_upgrade)

@@ -2,13 +2,14 @@
 it starts from, and the two steps every method has.
 
 A method module defines ``fit(problem, mode, settings, seed, count) -> Fitted`` (what it
-learns at one mode: tensors that `torch.save` can store) and ``draw(problem, fitted, count,
-settings, seed)`` returning ``count`` samples stacked as a state dict name -> (count,
-*shape). The workflow runs the fits as one job per block of modes and the draws as one job
-per variant, so a setting used only when drawing (``SAMPLING_KEYS`` of a method's settings
-section, e.g. SWAG's scale) redraws the samples without refitting. A method whose samples come
-out of its fit (a Markov chain, Deep Ensembles) draws them in ``fit`` and ``draw`` returns
-them (`symbnn.methods.registry.SAMPLES_AT_FIT`). Every sample is a plain state dict of the
+learns at one mode: tensors, numbers and strings in dicts and lists, which `symbnn.treefile`
+stores) and ``draw(problem, fitted, count, settings, seed)`` returning ``count`` samples
+stacked as a state dict name -> (count, *shape). The workflow runs the fits as one job per
+block of modes and the draws as one job per variant, so a setting used only when drawing
+(``SAMPLING_KEYS`` of a method's settings section, e.g. SWAG's scale) redraws the samples
+without refitting. A method whose samples come out of its fit (a Markov chain, Deep
+Ensembles) draws them in ``fit`` and ``draw`` returns them
+(`symbnn.methods.registry.SAMPLES_AT_FIT`). Every sample is a plain state dict of the
 experiment's model, so samples live in the same store layout as the target posterior.
 """
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from symbnn.atomic import atomic_write
 from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.methods.base import Fitted, Problem, concat_states
@@ -35,6 +34,7 @@ from symbnn.methods.registry import (
 from symbnn.progress import progress
 from symbnn.settings import Data, Experiment, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
+from symbnn.treefile import TreeFileError, load_tree, save_tree
 
 
 def problem_for(
@@ -104,13 +104,16 @@ def fit_block(
 
 
 def save_fits(fits: BlockFits, path: str | os.PathLike) -> None:
-    payload = {"modes": fits.modes, "mode_seeds": fits.mode_seeds, "fits": fits.fits}
-    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+    """A block's fits as a tree file (`symbnn.treefile`: tensors and JSON, nothing pickled)."""
+    save_tree({"modes": fits.modes, "mode_seeds": fits.mode_seeds, "fits": fits.fits}, path)
 
 
 def load_fits(path: str | os.PathLike) -> BlockFits:
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    return BlockFits(payload["modes"], payload["mode_seeds"], payload["fits"])
+    payload = load_tree(path)
+    try:
+        return BlockFits(payload["modes"], payload["mode_seeds"], payload["fits"])
+    except (KeyError, TypeError):
+        raise TreeFileError(f"{path}: not a block of fits (no modes, mode_seeds, fits)") from None
 
 
 # seeds of a multi-mode replicate's draws are offset by this much per replicate, so that no

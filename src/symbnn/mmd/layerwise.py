@@ -107,15 +107,28 @@ def _row_indices(rows: slice | np.ndarray, store: Store) -> np.ndarray:
 
 
 def _check_disjoint(target: Store, method: Store, target_rows, method_rows) -> None:
-    """Comparing a store with itself (e.g. a Deep Ensemble check) needs disjoint samples."""
-    if target.path.resolve() != method.path.resolve():
+    """Comparing a store with itself (e.g. a Deep Ensemble check) needs disjoint samples; a
+    copy of a store (equal digests: the same metadata and chunks) is the same store."""
+    same = target.path.resolve() == method.path.resolve()
+    if not same and (target.digest is None or target.digest != method.digest):
         return
     shared = np.intersect1d(_row_indices(target_rows, target), _row_indices(method_rows, method))
     if shared.size:
+        where = f"{target.path}:" if same else (
+            f"{target.path} and {method.path} hold the same store (equal digests: a copy);"
+        )  # fmt: skip
         raise MMDInputError(
-            f"{target.path}: target and method rows of the same store overlap ({shared.size} "
+            f"{where} target and method rows of the same store overlap ({shared.size} "
             f"shared samples, e.g. {shared[:5].tolist()}); pass disjoint target_rows/method_rows"
         )
+
+
+def check_distinct(target_path, method_path, target_rows=None, method_rows=None) -> None:
+    """MMDInputError when the two stores are one (same path, or a copy) and the rows overlap:
+    checked on the stores as given, before `symbnn mmd --canonical` canonicalises them."""
+    target, method = open_store(target_path), open_store(method_path)
+    target_rows = _as_rows(target_rows, target, "target")
+    _check_disjoint(target, method, target_rows, _as_rows(method_rows, method, "method"))
 
 
 def pooled_blocks(

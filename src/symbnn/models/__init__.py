@@ -13,12 +13,13 @@ from typing import Any
 
 from torch import nn
 
-from symbnn.models.imported import build_imported, example_input, is_import_path
+from symbnn.models.imported import build_imported, example_input
 from symbnn.models.inputs import InputRequirements, input_requirements
 from symbnn.models.mlp import MLP
 from symbnn.models.optunet import OptuNet
 from symbnn.models.resnet import resnet18_cifar
 from symbnn.models.resnet20 import ResNet20FrnSilu
+from symbnn.trust import is_import_path
 
 _BUILDERS = {
     "optunet": OptuNet,

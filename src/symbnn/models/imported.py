@@ -4,6 +4,9 @@
 attribute (a class or a function; dots walk nested attributes) is called with ``options`` as
 keyword arguments and must return an ``nn.Module``. ``input_shape`` is the shape of one input,
 used only to trace the model when its symmetry structure is derived (`example_input`).
+
+Only a trusted path is imported (`symbnn.trust`): one the configuration, the command line
+(``--trust-model``) or the calling code named, never one read from a store or a result.
 """
 
 from __future__ import annotations
@@ -14,16 +17,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from symbnn import trust
+
 SPEC_KEYS = ("name", "options", "input_shape")
 
 
-def is_import_path(name: Any) -> bool:
-    """Shipped models have plain names; an import path has a colon."""
-    return isinstance(name, str) and ":" in name
-
-
 def resolve(path: str) -> Any:
-    """The object ``package.module:attribute`` names; a clear error when it is missing."""
+    """The object ``package.module:attribute`` names; a clear error when it is missing, and
+    `symbnn.trust.UntrustedImport` (nothing imported) when nobody trusted it."""
+    trust.require("model", path)
     module_name, _, attribute = path.partition(":")
     try:
         target: Any = importlib.import_module(module_name)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from symbnn import trust
 from symbnn.settings.base import ConfigError
 from symbnn.settings.workflow import Config
 
@@ -34,15 +35,18 @@ def load_config(path: str | Path) -> Config:
 
 def config_from_mapping(data: Any, source: str | Path = "config") -> Config:
     """Check a configuration already read (e.g. Snakemake's `config`, with --config
-    overrides merged in); ``source`` is the file it came from, for the error message."""
+    overrides merged in); ``source`` is the file it came from, for the error message. The
+    models it names by import path become trusted (`symbnn.trust`): the user named them."""
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"{source}: expected a mapping at the top level, got {type(data).__name__}"
         )
     try:
-        return Config.parse(data, "")
+        config = Config.parse(data, "")
     except ConfigError as exc:
         raise ConfigError(f"{source}{_line_of(source, str(exc))}: {exc}") from None
+    trust.trust_config_models(config.experiments.values())
+    return config
 
 
 def _line_of(source: str | Path, message: str) -> str:

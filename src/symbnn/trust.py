@@ -1,0 +1,132 @@
+"""Which code symbnn may import when something names it by import path.
+
+A model (and, later, a method or a dataset) of the user's own is named by an import path
+``package.module:attribute``. Such a name can also arrive in data: a store's ``architecture``
+attribute, a result pulled from a DVC remote. Importing it would run whatever the module (or
+``os:system``) does, so an import path is imported only when the user has named it:
+
+- in the configuration symbnn checks (`symbnn.settings.load_config` and
+  `config_from_mapping` trust every experiment's ``model.name`` import path);
+- on the command line, ``symbnn --trust-model package.module:Net`` (the CLI also reads the
+  current folder's config.yaml, when there is a valid one, the first time it needs to);
+- in code, `trust` (or a model spec passed to `symbnn.api`);
+- in the environment variable SYMBNN_TRUSTED_IMPORTS: comma-separated entries ``PATH`` (a
+  model) or ``KIND=PATH``. The Snakefile sets it from the configuration, so that every
+  workflow job (locally, or under Slurm with --export=ALL) trusts what the run's config names.
+
+Anything else is refused with `UntrustedImport` before anything is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+
+KINDS = ("model", "method", "dataset")
+IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # package.module:attribute
+ENVIRONMENT = "SYMBNN_TRUSTED_IMPORTS"
+
+_trusted: set[tuple[str, str]] = set()
+# Consulted, once each, when a path is not trusted yet (the CLI's config.yaml): reading a
+# configuration costs a few milliseconds that a command naming no import path never pays.
+_lazy_sources: list[Callable[[], object]] = []
+
+
+class UntrustedImport(ValueError):
+    """An import path that neither the configuration, the command line nor the code named."""
+
+
+def is_import_path(name: object) -> bool:
+    """Shipped models (and methods, datasets) have plain names; an import path has a colon."""
+    return isinstance(name, str) and ":" in name
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r} of trusted import (kinds: {', '.join(KINDS)})")
+
+
+def trust(kind: str, path: str) -> None:
+    """Allow importing ``path`` (``package.module:attribute``) as a ``kind``."""
+    _check_kind(kind)
+    _trusted.add((kind, path))
+
+
+def trust_model(path: str) -> None:
+    trust("model", path)
+
+
+def from_environment() -> set[tuple[str, str]]:
+    """The (kind, path) pairs SYMBNN_TRUSTED_IMPORTS names."""
+    found = set()
+    for entry in os.environ.get(ENVIRONMENT, "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        kind, sep, path = entry.partition("=")
+        found.add((kind.strip(), path.strip()) if sep else ("model", entry))
+    return found
+
+
+def add_source(load: Callable[[], object]) -> None:
+    """``load()`` registers more trusted paths (e.g. reads a configuration); it is called
+    only if a path is not trusted otherwise, and at most once."""
+    if load not in _lazy_sources:
+        _lazy_sources.append(load)
+
+
+def is_trusted(kind: str, path: str) -> bool:
+    _check_kind(kind)
+    if (kind, path) in _trusted or (kind, path) in from_environment():
+        return True
+    while _lazy_sources:
+        load = _lazy_sources.pop(0)
+        try:
+            load()
+        except (OSError, ValueError):  # an unreadable or invalid config names nothing
+            continue
+        if (kind, path) in _trusted:
+            return True
+    return False
+
+
+def require(kind: str, path: str, where: str = "") -> None:
+    """UntrustedImport (naming ``where`` the path came from and how to allow it) unless
+    ``path`` is trusted as a ``kind``."""
+    if is_trusted(kind, path):
+        return
+    if kind == "model":
+        remedy = (
+            f"if you trust it, name it as model.name in your config.yaml or pass "
+            f"`symbnn --trust-model {path}`"
+        )
+    else:
+        remedy = f"if you trust it, add {kind}={path} to {ENVIRONMENT}"
+    prefix = f"{where}: " if where else ""
+    raise UntrustedImport(
+        f"{prefix}{kind} {path!r} is named by import path, and symbnn imports code only where "
+        f"your configuration or command line names it; {remedy}"
+    )
+
+
+def trust_config_models(experiments: Iterable[object]) -> None:
+    """Trust the import path each experiment's ``model.name`` holds (shipped names have none)."""
+    for experiment in experiments:
+        name = getattr(getattr(experiment, "model", None), "name", None)
+        if is_import_path(name):
+            trust("model", name)
+
+
+def export_to_environment() -> str:
+    """Put every trusted path in SYMBNN_TRUSTED_IMPORTS (what was there is kept), so that
+    the processes this one starts (workflow jobs) trust the same code; returns its value."""
+    entries = [p if k == "model" else f"{k}={p}" for k, p in sorted(_trusted | from_environment())]
+    os.environ[ENVIRONMENT] = ",".join(entries)
+    return os.environ[ENVIRONMENT]
+
+
+def forget() -> None:
+    """Trust nothing registered in this process (tests)."""
+    _trusted.clear()
+    _lazy_sources.clear()
