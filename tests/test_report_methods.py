@@ -18,7 +18,8 @@ from symbnn.report.method_tables import (
 )
 from symbnn.report.paper import paper_table1
 from symbnn.report.tables import to_html, to_latex, write_table
-from symbnn.store import StoreError
+from symbnn.predictions import FORMAT_VERSION
+from symbnn.store import ARRAY_CONFIG, CHECKSUM, CHECKSUM_CODECS, StoreError, seal
 
 
 def _mmd(method, variant, mmd, ns, unit=0, reject=0.5):
@@ -276,12 +277,22 @@ def test_random_pairs_are_distinct_and_bounded():
 
 
 def _predictions(path, test, ood):
+    """A predictions store as `write_predictions` leaves one: checksummed arrays, sealed."""
     group = zarr.open_group(path, mode="w", zarr_format=3)
-    group.create_array("test", data=test.astype(np.float16))
-    group.create_array("ood", data=ood.astype(np.float16))
+    for name, values in (("test", test), ("ood", ood)):
+        group.create_array(
+            name, data=values.astype(np.float16), compressors=CHECKSUM_CODECS, config=ARRAY_CONFIG
+        )
     group.attrs.update(
-        {"format": "symbnn-predictions", "n_samples": len(test), "num_classes": test.shape[-1]}
+        {
+            "format": "symbnn-predictions",
+            "format_version": FORMAT_VERSION,
+            "n_samples": len(test),
+            "num_classes": test.shape[-1],
+            "checksum": CHECKSUM,
+        }
     )
+    seal(path, ["test", "ood"])
 
 
 def test_pairwise_mi_matches_a_direct_computation(tmp_path):

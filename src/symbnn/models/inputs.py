@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from symbnn.models.imported import is_import_path
+from symbnn.trust import is_import_path
 from symbnn.models.mlp import MLP
 from symbnn.models.optunet import OptuNet
 from symbnn.models.resnet import resnet18_cifar
