@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 import zarr
 
+from symbnn.predictions import FORMAT_VERSION
 from symbnn.report.collapse import collapse_summary, pairwise_mi, random_pairs, relabelling_test
 from symbnn.report.findings import findings
 from symbnn.report.method_tables import (
@@ -18,7 +19,6 @@ from symbnn.report.method_tables import (
 )
 from symbnn.report.paper import paper_table1
 from symbnn.report.tables import to_html, to_latex, write_table
-from symbnn.predictions import FORMAT_VERSION
 from symbnn.store import ARRAY_CONFIG, CHECKSUM, CHECKSUM_CODECS, StoreError, seal
 
 

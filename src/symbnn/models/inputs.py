@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from symbnn.trust import is_import_path
 from symbnn.models.mlp import MLP
 from symbnn.models.optunet import OptuNet
 from symbnn.models.resnet import resnet18_cifar
 from symbnn.models.resnet20 import ResNet20FrnSilu
+from symbnn.trust import is_import_path
 
 
 @dataclass(frozen=True)
