@@ -84,7 +84,7 @@ BAD = [
     ),
     (
         lambda c: c["experiments"]["default"]["methods"].update(first_seed=10),
-        "experiments.default.methods.first_seed: the pool's seeds 10..49 overlap",
+        "experiments.default.methods.first_seed: the pool's seeds 10..57 overlap",
     ),
     (
         lambda c: c["experiments"]["default"]["methods"]["swag"].update(scale=0),
