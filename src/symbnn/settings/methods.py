@@ -6,7 +6,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from symbnn.settings.base import ConfigError, Section, setting
+from symbnn.settings.base import (
+    MAX_BATCH,
+    MAX_DRAWS,
+    MAX_EPOCHS,
+    MAX_NETWORKS,
+    MAX_SEED,
+    ConfigError,
+    Section,
+    setting,
+)
 from symbnn.settings.training import recipe_changes
 
 
@@ -14,7 +23,7 @@ from symbnn.settings.training import recipe_changes
 class Dropout(Section):
     DOC = "MC Dropout: dropout before the last `layers` linear layers, in training and sampling"
     rate: float = setting(0.2, "dropout probability", ge=0, lt=1)
-    layers: int = setting(1, "linear layers (from the output) that get dropout", ge=1)
+    layers: int = setting(1, "linear layers (from the output) that get dropout", ge=1, le=1000)
 
 
 BnnRecipe = recipe_changes(
@@ -28,7 +37,7 @@ BnnRecipe = recipe_changes(
 class Bnn(Section):
     DOC = "variational BNN by Bayes by backprop (mean-field Gaussian, BLiTZ scale-mixture prior)"
     kl_weight: float = setting(1.0, "weight of the KL term of the ELBO", ge=0)
-    elbo_samples: int = setting(3, "weight draws per ELBO estimate", ge=1)
+    elbo_samples: int = setting(3, "weight draws per ELBO estimate", ge=1, le=MAX_DRAWS)
     prior_pi: float = setting(1.0, "mixture weight of the prior's first Gaussian", ge=0, le=1)
     prior_sigma1: float = setting(0.1, "standard deviation of the prior's first Gaussian", gt=0)
     prior_sigma2: float = setting(0.4, "standard deviation of the prior's second Gaussian", gt=0)
@@ -56,8 +65,8 @@ class Sghmc(Section):
         "weight_decay); none: the recipe's weight decay",
         ge=0,
     )
-    burn_in_epochs: int = setting(2, "epochs run before the first sample", ge=0)
-    thinning_steps: int = setting(50, "steps between samples", ge=1)
+    burn_in_epochs: int = setting(2, "epochs run before the first sample", ge=0, le=MAX_EPOCHS)
+    thinning_steps: int = setting(50, "steps between samples", ge=1, le=10_000_000)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +76,7 @@ class Swag(Section):
         "a linear ramp to a high constant learning rate (SWALR)"
     )
     epochs: int | None = setting(
-        None, "SGD epochs of the fit; none: twice the recipe's epochs", ge=1
+        None, "SGD epochs of the fit; none: twice the recipe's epochs", ge=1, le=MAX_EPOCHS
     )
     lr: float | None = setting(
         None, "the high constant learning rate; none: the recipe's initial learning rate", gt=0
@@ -78,8 +87,10 @@ class Swag(Section):
         ge=0,
         lt=1,
     )
-    snapshots: int = setting(20, "iterates collected, evenly spaced after the ramp", ge=2)
-    rank: int = setting(20, "rank of the low-rank covariance term", ge=1)
+    snapshots: int = setting(
+        20, "iterates collected, evenly spaced after the ramp", ge=2, le=MAX_DRAWS
+    )
+    rank: int = setting(20, "rank of the low-rank covariance term", ge=1, le=MAX_DRAWS)
     # used when sampling only: changing them redraws the samples, not the fit
     scale: float = setting(
         0.1, "covariance scale when sampling: scale * (diag + D D^T / (K - 1))", gt=0
@@ -122,23 +133,29 @@ class Methods(Section):
         "with the target recipe from seeds disjoint from the target's."
     )
     n_samples: int = setting(
-        doc="weight samples per method and variant (the paper draws 100)", ge=2
+        doc="weight samples per method and variant (the paper draws 100)", ge=2, le=MAX_DRAWS
     )
     modes: int = setting(
         doc="modes of the multi-mode variants, and the modes each single-mode variant is "
         "reported over (the paper uses 10)",
         ge=2,
+        le=MAX_DRAWS,
     )
-    pool: int = setting(doc="networks trained to find modes and Deep Ensemble members", ge=2)
-    first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0)
-    seed: int = setting(0, "seed of every sampler's random draws", ge=0)
+    pool: int = setting(
+        doc="networks trained to find modes and Deep Ensemble members", ge=2, le=MAX_NETWORKS
+    )
+    first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0, le=MAX_SEED)
+    seed: int = setting(0, "seed of every sampler's random draws", ge=0, le=MAX_SEED)
     retries: int = setting(
         5,
         "fresh seeds a method that trains from scratch (dropout, bnn) may try until its network "
         "reaches posterior.min_accuracy",
         ge=0,
+        le=1000,
     )
-    predict_batch: int = setting(1000, "test images per forward pass when predicting", ge=1)
+    predict_batch: int = setting(
+        1000, "test images per forward pass when predicting", ge=1, le=MAX_BATCH
+    )
     dropout: Dropout | None = setting(None, "MC Dropout")
     bnn: Bnn | None = setting(None, "variational BNN")
     sghmc: Sghmc | None = setting(None, "SGHMC")
