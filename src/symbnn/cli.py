@@ -15,6 +15,7 @@ import sys
 
 import symbnn
 import symbnn.commands
+from symbnn.memory import options_as_flags
 from symbnn.runlog import EXIT_FAILURE, expected_error
 
 
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        with options_as_flags():  # a parameter too large for memory is named as its flag
+            return int(args.handler(args) or 0)
     except Exception as exc:
         message = expected_error(exc)
         if message is None:
