@@ -6,11 +6,11 @@ import os
 
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
-from symbnn.settings import Data
+from symbnn.settings import Config, Data
 
 
 def load_in_distribution(
-    data: Data, root: str | os.PathLike, download: bool = False
+    data: Data, root: str | os.PathLike, download: bool = Config.default("download")
 ) -> tuple[ImageData, ImageData]:
     """(train, test) of the in-distribution set, cut to train_limit / test_limit."""
     options = {"download": True} if download else {}
@@ -24,7 +24,7 @@ def load_in_distribution(
 
 
 def load_out_of_distribution(
-    data: Data, root: str | os.PathLike, like: ImageData, download: bool = False
+    data: Data, root: str | os.PathLike, like: ImageData, download: bool = Config.default("download")
 ) -> ImageData:
     """The OOD set; its images must match ``like``'s shape."""
     options = {"download": True} if download else {}

@@ -26,6 +26,7 @@ from torchvision import datasets
 
 from symbnn.data.core import ImageData
 from symbnn.data.tinyimagenet import load_image
+from symbnn.settings import Config
 
 # usual training-set statistics of each dataset
 MNIST_STATS = ((0.1307,), (0.3081,))
@@ -158,7 +159,7 @@ def _idx_dataset(cls, dataset: str, split: str, root: Path, download: bool):
     return ds.data.unsqueeze(1).contiguous(), ds.targets.to(torch.int64)
 
 
-def load_mnist(split: str, root: Path, download: bool = False) -> ImageData:
+def load_mnist(split: str, root: Path, download: bool = Config.default("download")) -> ImageData:
     """MNIST: uint8 (1, 28, 28), 10 classes; 60,000 train / 10,000 test."""
     images, labels = _idx_dataset(datasets.MNIST, "mnist", split, root, download)
     return _image_data(images, labels, 10, MNIST_STATS, f"mnist-{split}")
@@ -167,7 +168,7 @@ def load_mnist(split: str, root: Path, download: bool = False) -> ImageData:
 def load_fashionmnist(
     split: str,
     root: Path,
-    download: bool = False,
+    download: bool = Config.default("download"),
     size: int | None = None,
     channels: int | None = None,
 ) -> ImageData:
@@ -189,13 +190,13 @@ def _cifar(cls, dataset: str, split: str, root: Path, download: bool):
     return images, labels, len(ds.classes)
 
 
-def load_cifar10(split: str, root: Path, download: bool = False) -> ImageData:
+def load_cifar10(split: str, root: Path, download: bool = Config.default("download")) -> ImageData:
     """CIFAR-10: uint8 (3, 32, 32), 10 classes; 50,000 train / 10,000 test."""
     images, labels, classes = _cifar(_CIFAR10Files, "cifar10", split, root, download)
     return _image_data(images, labels, classes, CIFAR10_STATS, f"cifar10-{split}")
 
 
-def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
+def load_cifar100(split: str, root: Path, download: bool = Config.default("download")) -> ImageData:
     """CIFAR-100 fine labels: uint8 (3, 32, 32), 100 classes; 50,000 train / 10,000 test."""
     images, labels, classes = _cifar(_CIFAR100Files, "cifar100", split, root, download)
     return _image_data(images, labels, classes, CIFAR100_STATS, f"cifar100-{split}")
@@ -204,7 +205,7 @@ def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
 def load_svhn(
     split: str,
     root: Path,
-    download: bool = False,
+    download: bool = Config.default("download"),
     size: int | None = None,
     channels: int | None = None,
 ) -> ImageData:
@@ -221,7 +222,7 @@ def load_svhn(
 def load_textures(
     split: str,
     root: Path,
-    download: bool = False,
+    download: bool = Config.default("download"),
     size: int = 64,
     channels: int = 3,
     partition: int = 1,
