@@ -243,6 +243,14 @@ def test_a_changed_setting_of_sample_names_the_option(tmp_path):
           expect=("with --set rate=5:", "methods.dropout.rate: must lie in [0, 1), got 5"))  # fmt: skip
 
 
+def test_library_messages_name_the_options_on_the_command_line(stores, tmp_path):
+    a, _, _ = stores
+    fails("mmd", a, a, tmp_path / "o.parquet", "--device", "cpu",
+          expect=("rows of the same store overlap", "--target-rows/--method-rows"))  # fmt: skip
+    fails("sample", "de", tmp_path / "s.zarr", "--experiment", "default", "--variant", "single",
+          expect=("--variant single: method 'de' has no variant 'single'",))  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def two_outputs(tmp_path_factory):
     return dvc_repository(tmp_path_factory.mktemp("dvc") / "repo", ("e", "f"))

@@ -51,10 +51,13 @@ def _run(args) -> int:
     from symbnn.methods.sampling import problem_for, sample_store
     from symbnn.posterior import convergence_table, gather_shards, train_shard
 
+    try:
+        check_variant(args.method, args.variant)
+    except ValueError as exc:
+        raise ValueError(f"--variant {args.variant}: {exc}") from None
     config = _configured(args)
     experiment = config.experiments[args.experiment]
     methods = experiment.methods
-    check_variant(args.method, args.variant)
     pool = Path(args.pool or Path(config.results) / args.experiment / "modes" / "pool.zarr")
     if not pool.exists():
         print(f"no pool store at {pool}: training its {methods.pool} networks first")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from symbnn.memory import require_memory
+from symbnn.memory import option_name, require_memory
 from symbnn.mmd.aggtest import MMD, AggTestConfig, require_permutation_memory
 from symbnn.mmd.distances import PooledDistances, resolve_device
 from symbnn.mmd.engine import MMDInputError, check_sample_sizes, mmd_from_distances
@@ -115,7 +115,8 @@ def _check_disjoint(target: Store, method: Store, target_rows, method_rows) -> N
     if shared.size:
         raise MMDInputError(
             f"{target.path}: target and method rows of the same store overlap ({shared.size} "
-            f"shared samples, e.g. {shared[:5].tolist()}); pass disjoint target_rows/method_rows"
+            f"shared samples, e.g. {shared[:5].tolist()}); pass disjoint "
+            f"{option_name('target_rows')}/{option_name('method_rows')}"
         )
 
 

@@ -19,9 +19,9 @@ _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _MERGE_KEY = "tag:yaml.org,2002:merge"
 
 
-def load_config(path: str | Path, *, imports: bool = True) -> Config:
-    """The configuration in YAML file ``path``, checked; with ``imports``, the model import
-    paths of every experiment are imported too (`check_model_imports`)."""
+def load_config(path: str | Path) -> Config:
+    """The configuration in YAML file ``path``, checked, the model import paths of every
+    experiment imported too (`check_model_imports`)."""
     path = Path(path)
     data, duplicates = _read_yaml(path)
     problems = Problems()
@@ -30,8 +30,7 @@ def load_config(path: str | Path, *, imports: bool = True) -> Config:
     with problems.collect():
         config = config_from_mapping(data, path)
     problems.raise_any()
-    if imports:
-        check_model_imports(config, config.experiments, path)
+    check_model_imports(config, config.experiments, path)
     return config
 
 
