@@ -11,7 +11,8 @@
 #                                  restored results up to date for Snakemake (docs/dvc.md: why)
 #   make verify [EXP=NAME]         results on disk are those dvc.lock records, the DVC cache
 #                                  objects match their hashes, stores read whole; fails when
-#                                  there is nothing to verify
+#                                  there is nothing to verify, when an output dvc.lock records
+#                                  is missing, or when dvc.lock cannot be read
 #   make dvc-remote DVC_REMOTE=X   use X (a path or URL) as the remote of this checkout only
 #                                  (saved in .dvc/config.local)
 #   make upgrade-stores            stores of the format before the digest (e.g. pulled from an
@@ -165,12 +166,17 @@ lock = Path("dvc.lock")
 if not lock.is_file():
     sys.exit("verify: FAILED: no dvc.lock: no results are recorded to verify against (make push records them)")
 from symbnn.predictions import validate_any
-from symbnn.pulled import locked_outputs
+from symbnn.pulled import LockError, locked_outputs
 from symbnn.store import StoreError
-outs = {path: md5 for path, (_, md5) in locked_outputs(lock).items()
+try:
+    locked = locked_outputs(lock)
+except LockError as exc:
+    sys.exit(f"verify: FAILED: {exc}")
+outs = {path: md5 for path, (_, md5) in locked.items()
         if Path(path).is_relative_to(root) or root.is_relative_to(Path(path))}
 if not outs:
     sys.exit(f"verify: FAILED: dvc.lock records nothing under {root}")
+missing = sorted(out for out in outs if not Path(out).exists())
 from dvc.repo import Repo
 cache = Path(os.path.relpath(Repo(".").cache.local.path))
 def cached(md5):
@@ -217,6 +223,9 @@ absent = [path for path in changed.get("deleted", []) if Path(path).is_relative_
 if recorded and len([p for p in absent if not p.endswith("/")]) >= len(recorded):
     sys.exit(f"verify: FAILED: none of the {len(recorded)} file(s) dvc.lock records under {root} is on disk\n"
              "        (make pull, or make pull-experiment EXP=NAME, downloads them)")
+if missing:
+    print("verify: these outputs dvc.lock records are not on disk (make pull downloads them):")
+    print("\n".join(f"  {out}" for out in missing))
 if absent:
     print(f"verify: {len(absent)} tracked path(s) under {root} are not on disk (not pulled, or removed)")
 if uncached:
@@ -247,8 +256,9 @@ for store in stores:
     except StoreError as exc:
         invalid += 1
         print(f"INVALID: {exc}")
-if bad or invalid or damaged:
-    sys.exit(f"verify: FAILED ({len(bad)} changed file(s), {len(damaged)} damaged cache object(s), {invalid} invalid store(s))")
+if bad or invalid or damaged or missing:
+    sys.exit(f"verify: FAILED ({len(missing)} missing output(s), {len(bad)} changed file(s), "
+             f"{len(damaged)} damaged cache object(s), {invalid} invalid store(s))")
 print(f"verify: {len(stores)} store(s) OK, {len(checked)} cache object(s) match their hashes")
 endef
 export DVC_VERIFY

@@ -284,14 +284,23 @@ def make(cwd, target, *args, check=False, env=None):
 def dvc_repo(tmp_path_factory):
     """A git + DVC repository with one recorded experiment (a store and a table) and a
     Snakefile with nothing to do; its default remote is a folder beside it."""
-    root = tmp_path_factory.mktemp("dvc") / "repo"
-    (root / "results" / "e").mkdir(parents=True)
+    return dvc_repository(tmp_path_factory.mktemp("dvc") / "repo", ("e",))
+
+
+def dvc_repository(root, experiments):
+    """At ``root``, a git + DVC repository with each of ``experiments`` recorded (a store and
+    a table in results/NAME, one DVC stage each) and a Snakefile with nothing to do; its
+    default remote is a folder beside it."""
     state = {k: v.numpy() for k, v in stacked_state(ARCH, 3).items()}
-    write_store(root / "results" / "e" / "target.zarr", state, {"seed": np.arange(3)})
-    (root / "results" / "e" / "table.csv").write_text("a\n1\n")
-    (root / "Snakefile").write_text('rule all:\n    input: "results/e/table.csv"\n')
-    stage = {"cmd": "true", "outs": [{"results/e": {"persist": True}}]}
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"e": stage}}))
+    stages = {}
+    for name in experiments:
+        (root / "results" / name).mkdir(parents=True)
+        write_store(root / "results" / name / "target.zarr", state, {"seed": np.arange(3)})
+        (root / "results" / name / "table.csv").write_text("a\n1\n")
+        stages[name] = {"cmd": "true", "outs": [{f"results/{name}": {"persist": True}}]}
+    tables = ", ".join(f'"results/{name}/table.csv"' for name in experiments)
+    (root / "Snakefile").write_text(f"rule all:\n    input: {tables}\n")
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
     sh(root, "git", "init", "-q")
     sh(root, sys.executable, "-m", "dvc", "init", "-q")
     (root / ".dvc" / "config").write_text(

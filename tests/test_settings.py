@@ -53,7 +53,7 @@ BAD = [
     ),
     (
         lambda c: c["experiments"]["default"]["posterior"].update(n_samples=0),
-        "experiments.default.posterior.n_samples: must be >= 2",
+        "experiments.default.posterior.n_samples: must be >= 2, got 0",
     ),
     (
         lambda c: c["experiments"]["default"]["model"].update(name="vgg"),
@@ -190,9 +190,9 @@ def test_sections_round_trip_and_check_direct_construction():
     assert (recipe.epochs, recipe.weight_decay, recipe.lr) == (3, 0.0, 0.1)
 
 
-def _sections():
-    """Every section class reachable from Config."""
-    seen, todo = set(), [S.Config]
+def _sections(*roots):
+    """Every section class reachable from Config (and from ``roots``)."""
+    seen, todo = set(), [S.Config, *roots]
     while todo:
         cls = todo.pop()
         if cls in seen:
@@ -253,8 +253,15 @@ def test_library_and_command_line_defaults_are_the_settings_defaults():
 
 # Same name, another quantity: (folder or file, setting name) -> why the literal is not a copy.
 UNRELATED = {
-    ("aggtest.py", "alpha"): "MMDAgg's level, not analyses.marginals.alpha",
+    ("aggtest.py", "alpha"): "the module's account of MMDAgg's reference level",
     ("rules", "mem_mb"): "fixed memory of light rules, not compute.mem_mb",
+    ("rules", "pool"): "whether a rule builds the pool or the target, not checkpoints.pool",
+    # seeds of helpers' own random draws (a test's networks, a path's common noise, a
+    # packaged dataset's split), not the seeds of mmd, collapse or methods
+    ("interpolation.py", "seed"): "the common-noise draws of a variational path",
+    ("symmetrised_vi.py", "seed"): "the evaluation draws of the symmetrised-VI analysis",
+    ("testing.py", "seed"): "random networks of the symmetry tests",
+    ("packaged.py", "seed"): "the packaged datasets' own split and patch draws",
 }
 
 
@@ -262,11 +269,13 @@ def test_no_default_is_written_twice_in_the_source():
     """A setting's default literal appears in the settings layer only: no library module,
     rule or script spells `<setting>=<its default>` or `"<setting>", <its default>` again."""
     patterns = []
-    for cls in _sections():
+    for cls in _sections(S.MmdTest):
         for f in dataclasses.fields(cls):
-            if f.default in (dataclasses.MISSING, None, False, True, "") or isinstance(
-                f.default, Section
-            ):
+            # by identity and type: `0 in (False,)` and `1 in (True,)` are true in Python,
+            # which once skipped every default of 0 or 1
+            if f.default is dataclasses.MISSING or f.default is None or f.default == "":
+                continue
+            if isinstance(f.default, Section):
                 continue
             value = re.escape(repr(S.base.plain(f.default)).replace("'", '"'))
             assignment = rf"\b{f.name}\b\s*(?::\s*[\w\[\], |.]+)?\s*=\s*{value}\b"
@@ -278,7 +287,7 @@ def test_no_default_is_written_twice_in_the_source():
         *REPO.glob("workflow_scripts/*.py"),
         REPO / "Snakefile",
     ]
-    found = []
+    found = set()
     for path in sources:
         if "settings" in path.parts:
             continue
@@ -289,8 +298,8 @@ def test_no_default_is_written_twice_in_the_source():
                     field,
                 ) in UNRELATED
                 if pattern.search(line) and not unrelated:
-                    found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
-    assert not found, "defaults written again outside symbnn.settings:\n" + "\n".join(found)
+                    found.add(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "defaults written again outside symbnn.settings:\n" + "\n".join(sorted(found))
 
 
 def test_shards_partition_the_seeds():

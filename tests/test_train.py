@@ -85,7 +85,7 @@ def test_full_configs_use_the_paper_recipes():
 
 
 def test_recipes_round_trip_and_replace():
-    r = Recipe.parse({"epochs": 1, "batch_size": 8, "lr": 1e-2, "milestones": [1]}, "recipe")
+    r = Recipe.parse({"epochs": 2, "batch_size": 8, "lr": 1e-2, "milestones": [1]}, "recipe")
     assert r.milestones == (1,) and Recipe.parse(r.to_dict(), "recipe") == r
     assert Recipe(**r.to_dict()) == r  # direct construction checks and converts alike
     short = OPTUNET_MNIST.replace(epochs=3, milestones=[1, 2])

@@ -22,6 +22,7 @@ from pathlib import Path
 import symbnn
 import symbnn.commands
 from symbnn import store, trust
+from symbnn.memory import options_as_flags
 from symbnn.runlog import EXIT_FAILURE, expected_error
 
 CONFIG = Path("config.yaml")
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     trust_named_models(args.trust_model)
     store.allow_unverified(args.allow_unverified)
     try:
-        return int(args.handler(args) or 0)
+        with options_as_flags():  # a parameter too large for memory is named as its flag
+            return int(args.handler(args) or 0)
     except Exception as exc:
         message = expected_error(exc)
         if message is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from symbnn import trust
 from symbnn.settings import Config, Methods, config_from_mapping
+from symbnn.settings.load import check_duplicated_keys, check_model_imports
 
 
 def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
@@ -25,10 +26,15 @@ def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
 
 def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
     """The Snakefile's `config` (config.yaml with --config overrides) checked; errors name
-    the last config file given and, where the key is in it, its line. The models it names
-    by import path are trusted here and, through SYMBNN_TRUSTED_IMPORTS, in every job."""
+    the last config file given and, where the key is in it, its line. Snakemake reads the
+    files with a plain YAML loader, which keeps the later of two equal keys: they are read
+    again here to refuse that. The model import paths of the experiments to run must import;
+    they are trusted here and, through SYMBNN_TRUSTED_IMPORTS, in every job."""
     files = [str(f) for f in getattr(workflow, "configfiles", [])]
-    settings = config_from_mapping(config, files[-1] if files else "config.yaml")
+    source = files[-1] if files else "config.yaml"
+    check_duplicated_keys(files)
+    settings = config_from_mapping(config, source)
+    check_model_imports(settings, settings.run, source)
     trust.export_to_environment()
     return settings
 

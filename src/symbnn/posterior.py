@@ -15,7 +15,7 @@ import polars as pl
 
 from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
-from symbnn.settings import Data, Recipe
+from symbnn.settings import Config, Data, Recipe
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 
 # Attributes that must agree between shards of one posterior.
@@ -31,7 +31,7 @@ def train_shard(
     seeds: Sequence[int],
     *,
     data_root: str | os.PathLike = "data",
-    download: bool = False,
+    download: bool = Config.default("download"),
     device: str = "auto",
     progress: bool = False,
 ) -> Store:

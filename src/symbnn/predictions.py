@@ -41,6 +41,7 @@ from symbnn.data.core import ImageData
 from symbnn.linearise import Linearised
 from symbnn.models import build_model
 from symbnn.progress import progress
+from symbnn.settings import Methods
 from symbnn.store import (
     ARRAY_CONFIG,
     CHECKSUM,
@@ -75,7 +76,7 @@ def predict_probabilities(
     model: torch.nn.Module,
     data: ImageData,
     device: str,
-    batch: int = 1000,
+    batch: int = Methods.default("predict_batch"),
     normalized_like: ImageData | None = None,
 ) -> torch.Tensor:
     """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches;
@@ -141,7 +142,7 @@ def write_predictions(
     ood: ImageData,
     *,
     device: str = "cpu",
-    batch: int = 1000,
+    batch: int = Methods.default("predict_batch"),
     linearise_at: str | os.PathLike | None = None,
 ) -> Path:
     """Predict every sample of the weight store at `samples_path` on `test` and `ood`: with

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from symbnn.settings.load import yaml_problem
+
 LOCK = Path("dvc.lock")
 STAMP = Path(".snakemake") / "symbnn-adopted.json"
 # Folders `dvc status` found not as recorded, with what they looked like then: `dvc status`
@@ -33,14 +35,32 @@ NOT_AS_RECORDED = Path(".snakemake") / "symbnn-not-adopted.json"
 PROVENANCE = ".snakemake/metadata"
 
 
+class LockError(ValueError):
+    """dvc.lock cannot be read, is not YAML, or is not shaped as DVC writes it."""
+
+
 def locked_outputs(lock: Path = LOCK) -> dict[str, tuple[str, str]]:
-    """{output path: (stage, md5)} of every stage output dvc.lock records."""
-    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
-    return {
-        out["path"]: (name, out.get("md5", ""))
-        for name, stage in stages.items()
-        for out in stage.get("outs", [])
-    }
+    """{output path: (stage, md5)} of every stage output dvc.lock records; LockError naming
+    the file (and the line of a YAML error) when it cannot be read."""
+    try:
+        data = yaml.safe_load(lock.read_text())
+    except OSError as exc:
+        raise LockError(f"{lock}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise LockError(f"{lock}: not a text file ({exc.reason})") from None
+    except yaml.YAMLError as exc:
+        raise LockError(f"{lock}{yaml_problem(exc)}") from None
+    try:
+        return {
+            out["path"]: (name, out.get("md5", ""))
+            for name, stage in ((data or {}).get("stages") or {}).items()
+            for out in stage.get("outs") or []
+        }
+    except (AttributeError, KeyError, TypeError):
+        raise LockError(
+            f"{lock}: not shaped as DVC writes it (stages: NAME: outs: [{{path, md5}}, ...]); "
+            "restore it from git (git checkout dvc.lock)"
+        ) from None
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -104,7 +124,11 @@ def adopt_pulled_results(workflow: Any, folders: list[str]) -> list[str]:
         return []
     if not LOCK.is_file() or not Path(".dvc").is_dir():
         return []
-    recorded = locked_outputs()
+    try:
+        recorded = locked_outputs()
+    except LockError as exc:
+        print(f"symbnn: pulled results not adopted: {exc}", file=sys.stderr)
+        return []
     adopted = read_record(STAMP)
     pending = [
         f

@@ -33,16 +33,20 @@ from torch import nn
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
+from symbnn.memory import require_memory
 from symbnn.models import build_model
-from symbnn.settings import Alignment, SymmetrisedVi
+from symbnn.settings import Alignment, Methods, SymmetrisedVi
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm
 
 Data = ImageData | tuple[torch.Tensor, torch.Tensor]
 
 BN_BATCH_SIZE = 128  # batch size of the BatchNorm re-estimation
+CURVE_ROW_BYTES = 400  # one row of a curve table as a Python dict (t, split, loss, accuracy)
 
 
-def batches(data: Data, batch_size: int = 1000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def batches(
+    data: Data, batch_size: int = Methods.default("predict_batch")
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Normalised (x, y) batches of an ImageData, or of in-memory (x, y) tensors."""
     image_data = isinstance(data, ImageData)
     x, y = (data.images, data.labels) if image_data else data
@@ -66,7 +70,10 @@ def lerp_state(
 
 @torch.no_grad()
 def evaluate_logits(
-    model: nn.Module, data: Data, batch_size: int = 1000, device: torch.device | str = "cpu"
+    model: nn.Module,
+    data: Data,
+    batch_size: int = Methods.default("predict_batch"),
+    device: torch.device | str = "cpu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logits, labels) of the whole set, eval mode, on the CPU; ``model`` is on ``device``."""
     model.eval()
@@ -234,4 +241,6 @@ def barrier_table(curves: pl.DataFrame, by: Sequence[str] = ("alignment", "split
 def grid(points: int) -> list[float]:
     if points < 2:
         raise ValueError(f"an interpolation grid needs at least 2 points, got {points}")
+    # the grid as an array and a list, then a curve row per point, split and alignment
+    require_memory("points", points * (8 + 32 + 4 * CURVE_ROW_BYTES), "the interpolation path")
     return [float(x) for x in np.linspace(0.0, 1.0, points)]

@@ -22,10 +22,10 @@ import torch
 
 from symbnn.alignment.interpolation import barrier_table, grid, network_curve
 from symbnn.alignment.matching import DenseState, align_state, dense_state
-from symbnn.settings import Alignment
+from symbnn.settings import Alignment, Config
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 from symbnn.symmetry.architectures import unit_groups
-from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
+from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, finite_state_dict, iter_state_blocks
 
 # library defaults are the settings layer's
 ALIGNMENT = Alignment()
@@ -91,7 +91,7 @@ def align_store(
             for i in range(rows.start, rows.stop):
                 ref = int(refs[i])
                 if ref not in cached:
-                    cached = {ref: dense_state(a.state_dict(ref), sym)}
+                    cached = {ref: dense_state(finite_state_dict(a, ref), sym)}
                 aligned, result = align_state(
                     cached[ref], {k: v[i - rows.start] for k, v in block.items()}, sym, max_sweeps
                 )
@@ -144,7 +144,7 @@ def data_sets(
     store: Store,
     data_root: str | os.PathLike,
     splits: tuple[str, ...] = ALIGNMENT.splits,
-    download: bool = False,
+    download: bool = Config.default("download"),
 ):
     """The experiment's (train, test) data named by the store's ``data`` attribute."""
     from symbnn.settings import ConfigError, Data
@@ -166,7 +166,7 @@ def evaluation_sets(
     data,
     data_root: str | os.PathLike,
     splits: tuple[str, ...],
-    download: bool = False,
+    download: bool = Config.default("download"),
     model: dict | None = None,
 ):
     """({split: data} for the barrier's splits, the training set) of an experiment's `data`,
@@ -198,11 +198,14 @@ def store_barriers(
     on the training set along the path when the model has BatchNorm."""
     a, b = open_store(a_path), open_store(b_path)
     _check_same_architecture(a, b)
+    grid(points)  # a path too long for memory fails here, before the data are loaded
+    state_a = finite_state_dict(a, _row(a, row_a, "--row-a"))
+    state_b = finite_state_dict(b, _row(b, row_b, "--row-b"))
     sets, train = data_sets(a, data_root, splits)
     curves = interpolation_curves(
         a.architecture,
-        a.state_dict(_row(a, row_a, "--row-a")),
-        b.state_dict(_row(b, row_b, "--row-b")),
+        state_a,
+        state_b,
         sets,
         points,
         reset_data=train,

@@ -92,15 +92,9 @@ def consecutive_tau(perms: torch.Tensor) -> torch.Tensor:
 
 
 def analysis_recipe(settings: PermutationFrequency, recipe: Recipe) -> Recipe:
-    """The experiment's recipe with the analysis's epochs and milestones; milestones past the
-    last epoch are dropped when only the epochs are replaced."""
-    changes = {}
-    if settings.epochs is not None:
-        changes["epochs"] = settings.epochs
-        changes["milestones"] = [m for m in recipe.milestones if m < settings.epochs]
-    if settings.milestones is not None:
-        changes["milestones"] = list(settings.milestones)
-    return recipe.replace(**changes)
+    """The experiment's recipe with the analysis's epochs and milestones (the settings
+    layer's rule, which the config check applies too)."""
+    return settings.recipe_for(recipe)
 
 
 def sorting_permutations(

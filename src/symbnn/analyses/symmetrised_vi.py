@@ -62,7 +62,7 @@ FAMILIES = ("mean_field", "symmetrised")
 # ---------------------------------------------------------------- the task
 
 
-def two_gaussians(n: int, seed: int, separation: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def two_gaussians(n: int, seed: int, separation: float) -> tuple[torch.Tensor, torch.Tensor]:
     """n points, balanced classes, class c ~ N(+-(separation, separation), I) in 2-D."""
     g = torch.Generator().manual_seed(seed)
     y = torch.arange(n) % 2

@@ -127,7 +127,7 @@ def function_gaps(reference: State, transformed: State, inputs: torch.Tensor) ->
     return (a - b).abs().flatten(1).max(dim=1).values / scale
 
 
-def check_inputs(n: int, seed: int = 0, spread: float = 4.0) -> torch.Tensor:
+def check_inputs(n: int, seed: int = Toy.default("data_seed"), spread: float = 4.0) -> torch.Tensor:
     """Random inputs around the data (both classes and the boundary between them)."""
     g = torch.Generator().manual_seed(int(seed))
     return spread * torch.randn(n, 2, generator=g, dtype=torch.float64)

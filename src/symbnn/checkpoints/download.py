@@ -10,10 +10,14 @@ from pathlib import Path
 
 from symbnn.checkpoints.releases import HUB_REPOSITORY, HUB_REPOSITORY_TYPE, CheckpointError
 from symbnn.checkpoints.sources import Bundle, is_bundle_file
+from symbnn.settings.checkpoints import Checkpoints
 
 
 def download_bundles(
-    setting: str, dest: str | os.PathLike, first: int = 0, count: int | None = None
+    setting: str,
+    dest: str | os.PathLike,
+    first: int = Checkpoints.default("first"),
+    count: int | None = None,
 ) -> Path:
     """Download the bundles of ``setting`` that hold networks ``first .. first + count - 1``
     into ``dest`` (the hub's layout kept: ``dest/models/<setting>/``); return that folder."""

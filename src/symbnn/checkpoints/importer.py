@@ -18,6 +18,7 @@ from symbnn.checkpoints.mapping import NameMap
 from symbnn.checkpoints.releases import HUB_REPOSITORY, CheckpointError, release
 from symbnn.checkpoints.safetensors_io import parse
 from symbnn.checkpoints.sources import find_bundles, iter_networks
+from symbnn.settings.checkpoints import Checkpoints
 from symbnn.store import Store, StoreWriter, open_store
 
 LOG = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def import_checkpoints(
     out: str | os.PathLike,
     setting: str,
     *,
-    first: int = 0,
+    first: int = Checkpoints.default("first"),
     count: int | None = None,
     dtype: Literal["float32", "float16"] = "float32",
     experiment: str | None = None,

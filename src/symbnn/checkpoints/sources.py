@@ -21,6 +21,7 @@ from pathlib import Path
 from symbnn.checkpoints.gzip_stream import open_gzip
 from symbnn.checkpoints.releases import CheckpointError
 from symbnn.prefetch import prefetched
+from symbnn.settings.checkpoints import Checkpoints
 
 NETWORK_SUFFIX = ".safetensors"
 BUNDLE_SUFFIXES = (".tgz", ".tar.gz")
@@ -106,7 +107,7 @@ def natural_key(text: str) -> tuple:
 
 
 def iter_networks(
-    bundles: list[Bundle], first: int = 0, stop: int | None = None
+    bundles: list[Bundle], first: int = Checkpoints.default("first"), stop: int | None = None
 ) -> Iterator[Network]:
     """Networks ``first <= index < stop`` of ``bundles`` (release indices), in order. A
     bundle whose name puts it wholly outside the range is not opened; networks before

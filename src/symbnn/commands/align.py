@@ -29,7 +29,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import nonnegative_int, positive_int
+    from symbnn.commands import nonnegative_int, setting_option
     from symbnn.settings import Alignment
 
     parser = subparsers.add_parser(
@@ -50,8 +50,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--max-sweeps",
-        type=positive_int,
-        default=Alignment.default("max_sweeps"),
+        **setting_option(Alignment, "max_sweeps"),
         help="coordinate-descent sweeps at most (default: %(default)s)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")

@@ -50,7 +50,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import nonnegative_int, positive_int
+    from symbnn.commands import nonnegative_int, setting_option
     from symbnn.settings import Alignment, Config
 
     parser = subparsers.add_parser(
@@ -64,32 +64,28 @@ def register(subparsers) -> None:
     parser.add_argument("--row-b", type=nonnegative_int, default=0, help="row of B (default: 0)")
     parser.add_argument(
         "--split",
-        nargs="+",
-        choices=("train", "test"),
-        default=list(Alignment.default("splits")),
+        **setting_option(Alignment, "splits"),
         help="data split(s) the loss is measured on (default: %(default)s)",
     )
     parser.add_argument(
         "--points",
-        type=positive_int,
-        default=Alignment.default("points"),
+        **setting_option(Alignment, "points"),
         help="points on the path, endpoints included (default: %(default)s)",
     )
     parser.add_argument(
         "--bn-batches",
-        type=nonnegative_int,
-        default=Alignment.default("bn_batches"),
-        help="training batches that re-estimate BatchNorm statistics along the path",
+        **setting_option(Alignment, "bn_batches"),
+        help="training batches that re-estimate BatchNorm statistics along the path "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--max-sweeps",
-        type=positive_int,
-        default=Alignment.default("max_sweeps"),
+        **setting_option(Alignment, "max_sweeps"),
         help="coordinate-descent sweeps at most (default: %(default)s)",
     )
     parser.add_argument(
         "--data-root",
-        default=Config.default("data_root"),
+        **setting_option(Config, "data_root"),
         help="folder of the real datasets (default: %(default)s)",
     )
     parser.add_argument(

@@ -67,6 +67,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from symbnn.commands import setting_option
     from symbnn.settings import SymmetryRemoval
 
     parser = subparsers.add_parser(
@@ -77,14 +78,12 @@ def register(subparsers) -> None:
     parser.add_argument("output", metavar="OUT", help="canonical store to write")
     parser.add_argument(
         "--scale",
-        choices=SymmetryRemoval.choices("scale"),
-        default=SymmetryRemoval.default("scale"),
+        **setting_option(SymmetryRemoval, "scale"),
         help="scale normalisation of each unit's incoming weights (default: %(default)s)",
     )
     parser.add_argument(
         "--key",
-        choices=SymmetryRemoval.choices("key"),
-        default=SymmetryRemoval.default("key"),
+        **setting_option(SymmetryRemoval, "key"),
         help="sorting key: first incoming weight, or largest (default: %(default)s)",
     )
     parser.add_argument(

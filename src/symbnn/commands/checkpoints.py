@@ -30,7 +30,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import nonnegative_int, positive_int
+    from symbnn.commands import positive_int, setting_option
     from symbnn.settings.checkpoints import Checkpoints
 
     parser = subparsers.add_parser(
@@ -47,13 +47,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--setting",
         required=True,
-        choices=Checkpoints.choices("setting"),
+        **setting_option(Checkpoints, "setting"),
         help="the released setting",
     )
     parser.add_argument(
         "--first",
-        type=nonnegative_int,
-        default=Checkpoints.default("first"),
+        **setting_option(Checkpoints, "first"),
         help="release index of the first network",
     )
     parser.add_argument(
@@ -61,8 +60,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--dtype",
-        choices=Checkpoints.choices("dtype"),
-        default=Checkpoints.default("dtype"),
+        **setting_option(Checkpoints, "dtype"),
         help="stored weights: float32 (the exact widening of the released float16, what "
         "every stage computes in) or float16 as released (default: %(default)s)",
     )

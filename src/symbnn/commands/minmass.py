@@ -27,7 +27,7 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import device, positive_float
+    from symbnn.commands import device, positive_float, setting_option
     from symbnn.settings import SymmetryRemoval
 
     parser = subparsers.add_parser(
@@ -40,8 +40,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--solver",
-        choices=SymmetryRemoval.choices("solver"),
-        default=SymmetryRemoval.default("solver"),
+        **setting_option(SymmetryRemoval, "solver"),
         help="block coordinate descent (fast) or the cvxpy reference (default: %(default)s)",
     )
     parser.add_argument(

@@ -135,9 +135,8 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import device_or_auto, positive_float, positive_int, probability
-    from symbnn.mmd.aggtest import AggTestConfig
-    from symbnn.settings import Mmd, SymmetryRemoval
+    from symbnn.commands import device_or_auto, positive_float, setting_option
+    from symbnn.settings import Mmd, MmdTest, SymmetryRemoval
 
     parser = subparsers.add_parser(
         "mmd",
@@ -154,33 +153,24 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--scale",
-        choices=SymmetryRemoval.choices("scale"),
-        default=SymmetryRemoval.default("scale"),
+        **setting_option(SymmetryRemoval, "scale"),
         help="scale mode when canonicalising (default: %(default)s)",
     )
     parser.add_argument(
         "--key",
-        choices=SymmetryRemoval.choices("key"),
-        default=SymmetryRemoval.default("key"),
+        **setting_option(SymmetryRemoval, "key"),
         help="sorting key when canonicalising (default: %(default)s)",
     )
     parser.add_argument(
         "--pvalue", action="store_true", help="also run MMDAgg's aggregated permutation test"
     )
-    parser.add_argument(
-        "--seed", type=int, default=Mmd.default("seed"), help="seed of the permutations"
-    )
-    test = AggTestConfig()
-    parser.add_argument(
-        "--alpha", type=probability, default=test.alpha, help="level of the test (0 < alpha < 1)"
-    )
-    parser.add_argument(
-        "--b1", type=positive_int, default=test.b1, help="permutations for the quantiles"
-    )
-    parser.add_argument(
-        "--b2", type=positive_int, default=test.b2, help="permutations for the level correction"
-    )
-    parser.add_argument("--b3", type=positive_int, default=test.b3, help="bisection steps")
+    parser.add_argument("--seed", **setting_option(Mmd, "seed"), help="seed of the permutations")
+    for name in ("alpha", "b1", "b2", "b3"):
+        parser.add_argument(
+            f"--{name}",
+            **setting_option(MmdTest, name),
+            help=MmdTest.doc(name) + " (default: %(default)s)",
+        )
     parser.add_argument(
         "--layers",
         nargs="+",

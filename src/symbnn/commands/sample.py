@@ -33,12 +33,17 @@ def _configured(args):
     if methods is None:
         raise ValueError(f"{args.config}: experiments.{args.experiment} has no `methods` section")
     methods[args.method] = methods[args.method] or {}
+    changes = []
     for text in args.set or []:
         key, value = _parse_override(text)
         methods[args.method][key] = value
+        changes.append(f"--set {text}")
     if args.n_samples is not None:
         methods["n_samples"] = args.n_samples
-    return config_from_mapping(data, args.config)
+        changes.append(f"--n-samples {args.n_samples}")
+    # a value the command line changed is not on a line of the file: name the options
+    source = f"{args.config} with {' '.join(changes)}" if changes else args.config
+    return config_from_mapping(data, source)
 
 
 def _run(args) -> int:
@@ -46,10 +51,13 @@ def _run(args) -> int:
     from symbnn.methods.sampling import problem_for, sample_store
     from symbnn.posterior import convergence_table, gather_shards, train_shard
 
+    try:
+        check_variant(args.method, args.variant)
+    except ValueError as exc:
+        raise ValueError(f"--variant {args.variant}: {exc}") from None
     config = _configured(args)
     experiment = config.experiments[args.experiment]
     methods = experiment.methods
-    check_variant(args.method, args.variant)
     pool = Path(args.pool or Path(config.results) / args.experiment / "modes" / "pool.zarr")
     if not pool.exists():
         print(f"no pool store at {pool}: training its {methods.pool} networks first")
@@ -125,9 +133,9 @@ def _check_pool(pool: Path, experiment) -> None:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import positive_int
+    from symbnn.commands import setting_option
     from symbnn.methods.registry import METHOD_NAMES
-    from symbnn.settings import Config
+    from symbnn.settings import Config, Methods
 
     parser = subparsers.add_parser(
         "sample",
@@ -153,7 +161,9 @@ def register(subparsers) -> None:
         metavar="KEY=VALUE",
         help="override one of the method's settings (repeatable), e.g. --set rate=0.5",
     )
-    parser.add_argument("--n-samples", type=positive_int, help="override methods.n_samples")
+    parser.add_argument(
+        "--n-samples", **setting_option(Methods, "n_samples"), help="override methods.n_samples"
+    )
     parser.add_argument(
         "--pool",
         help="pool store of trained modes (default: RESULTS/NAME/modes/pool.zarr; "
@@ -162,8 +172,7 @@ def register(subparsers) -> None:
     parser.add_argument("--predictions", help="also write the samples' test/OOD predictions here")
     parser.add_argument(
         "--device",
-        default=Config.default("device"),
-        choices=Config.choices("device"),
+        **setting_option(Config, "device"),
         help="where to compute (default: %(default)s)",
     )
     parser.set_defaults(handler=_run)

@@ -9,13 +9,13 @@ from typing import Any
 from symbnn.data import load_dataset
 from symbnn.data.core import DatasetError, ImageData
 from symbnn.data.validate import check_fits_model
-from symbnn.settings import Data
+from symbnn.settings import Config, Data
 
 
 def load_in_distribution(
     data: Data,
     root: str | os.PathLike,
-    download: bool = False,
+    download: bool = Config.default("download"),
     model: dict[str, Any] | None = None,
 ) -> tuple[ImageData, ImageData]:
     """(train, test) of the in-distribution set, each cut to train_limit / test_limit by a
@@ -41,7 +41,7 @@ def load_in_distribution(
 
 
 def load_out_of_distribution(
-    data: Data, root: str | os.PathLike, like: ImageData, download: bool = False
+    data: Data, root: str | os.PathLike, like: ImageData, download: bool = Config.default("download")
 ) -> ImageData:
     """The OOD set; its images must match ``like``'s shape."""
     options = {"download": True} if download else {}

@@ -30,6 +30,7 @@ from symbnn.data.download import torchvision_download
 from symbnn.data.idx import read_idx_pair
 from symbnn.data.tinyimagenet import load_image
 from symbnn.data.validate import check_labels, read_lines, require_file, require_folder
+from symbnn.settings import Config
 
 # usual training-set statistics of each dataset
 MNIST_STATS = ((0.1307,), (0.3081,))
@@ -120,7 +121,7 @@ def _idx_dataset(folder: str, dataset: str, split: str, root: Path, download: bo
     return torch.from_numpy(images).unsqueeze(1), torch.from_numpy(labels)
 
 
-def load_mnist(split: str, root: Path, download: bool = False) -> ImageData:
+def load_mnist(split: str, root: Path, download: bool = Config.default("download")) -> ImageData:
     """MNIST: uint8 (1, 28, 28), 10 classes; 60,000 train / 10,000 test."""
     images, labels = _idx_dataset("MNIST", "mnist", split, root, download)
     return _image_data(images, labels, 10, MNIST_STATS, f"mnist-{split}")
@@ -129,7 +130,7 @@ def load_mnist(split: str, root: Path, download: bool = False) -> ImageData:
 def load_fashionmnist(
     split: str,
     root: Path,
-    download: bool = False,
+    download: bool = Config.default("download"),
     size: int | None = None,
     channels: int | None = None,
 ) -> ImageData:
@@ -140,14 +141,14 @@ def load_fashionmnist(
     )
 
 
-def load_cifar10(split: str, root: Path, download: bool = False) -> ImageData:
+def load_cifar10(split: str, root: Path, download: bool = Config.default("download")) -> ImageData:
     """CIFAR-10: uint8 (3, 32, 32), 10 classes; 50,000 train / 10,000 test."""
     _split_flag(split)
     images, labels, classes = load_cifar_split(CIFAR10, split, root, download)
     return _image_data(images, labels, classes, CIFAR10_STATS, f"cifar10-{split}")
 
 
-def load_cifar100(split: str, root: Path, download: bool = False) -> ImageData:
+def load_cifar100(split: str, root: Path, download: bool = Config.default("download")) -> ImageData:
     """CIFAR-100 fine labels: uint8 (3, 32, 32), 100 classes; 50,000 train / 10,000 test."""
     _split_flag(split)
     images, labels, classes = load_cifar_split(CIFAR100, split, root, download)
@@ -188,7 +189,7 @@ def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
         raise DatasetError(f"{path}: 'y' holds non-integer labels")
     labels = y.astype(np.int64)
-    check_labels(torch.from_numpy(labels), 10, f"{path}: 'y'", first=1)  # 10: the digit 0
+    check_labels(torch.from_numpy(labels), 10, f"{path}: 'y'", lowest=1)  # 10: the digit 0
     images = np.ascontiguousarray(x.transpose(3, 2, 0, 1))  # (H, W, C, N) -> NCHW
     return images, labels % 10
 
@@ -196,7 +197,7 @@ def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def load_svhn(
     split: str,
     root: Path,
-    download: bool = False,
+    download: bool = Config.default("download"),
     size: int | None = None,
     channels: int | None = None,
 ) -> ImageData:
@@ -251,7 +252,7 @@ def dtd_files(folder: Path, split: str, partition: int) -> tuple[list[Path], lis
 def load_textures(
     split: str,
     root: Path,
-    download: bool = False,
+    download: bool = Config.default("download"),
     size: int = 64,
     channels: int = 3,
     partition: int = 1,

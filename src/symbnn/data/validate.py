@@ -96,16 +96,16 @@ def _finite(value: Any) -> bool:
         return False
 
 
-def check_labels(labels: torch.Tensor, num_classes: int, source: str, first: int = 0) -> None:
-    """Every label in first..first + num_classes - 1; else an error naming the first outside."""
-    last = first + num_classes - 1
-    outside = (labels < first) | (labels > last)
+def check_labels(labels: torch.Tensor, num_classes: int, source: str, lowest: int = 0) -> None:
+    """Every label in lowest..lowest + num_classes - 1; else an error naming the first outside."""
+    last = lowest + num_classes - 1
+    outside = (labels < lowest) | (labels > last)
     if bool(outside.any()):
         index = int(outside.nonzero()[0, 0])
         count = int(outside.sum())
         raise DatasetError(
             f"{source}: label {int(labels[index])} at index {index} is outside "
-            f"{first}..{last} ({count} label(s) outside)"
+            f"{lowest}..{last} ({count} label(s) outside)"
         )
 
 

@@ -56,6 +56,8 @@ from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model, check_seed
 
+BNN = Bnn()  # library defaults are the settings layer's
+
 _TRAIN_STREAM = 0x626E6E  # "bnn": tags the training-noise stream derived from the mode seed
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -186,8 +188,8 @@ class MeanFieldBNN(nn.Module):
         x: torch.Tensor,
         y: torch.Tensor,
         n_data: int,
-        samples: int = 3,
-        kl_weight: float = 1.0,
+        samples: int = BNN.elbo_samples,
+        kl_weight: float = BNN.kl_weight,
         nll: Likelihood = cross_entropy_nll,
     ) -> torch.Tensor:
         """(1/K) sum_k [nll(batch; w_k) + kl_weight (log q(w_k) - log p(w_k)) / n_data]."""

@@ -36,25 +36,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symbnn.memory import require_memory
+from symbnn.settings import Mmd, MmdTest
+
 PRODUCT_MAX_BYTES = 256 * 2**20
 
 
-@dataclass(frozen=True)
-class AggTestConfig:
-    """MMDAgg settings: level, permutations for quantiles (b1) and level correction (b2),
-    bisection steps (b3)."""
-
-    alpha: float = 0.05
-    b1: int = 2000
-    b2: int = 2000
-    b3: int = 50
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        for name in ("b1", "b2", "b3"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+# MMDAgg settings (level alpha, permutations b1 for the quantiles and b2 for the level
+# correction, bisection steps b3): the settings layer's section, with its defaults and bounds.
+AggTestConfig = MmdTest
+MMD = Mmd()  # library defaults are the settings layer's
+DEFAULT_TEST = AggTestConfig()
 
 
 @dataclass(frozen=True)
@@ -130,12 +122,32 @@ def _quantiles(m1_sorted: torch.Tensor, weights: torch.Tensor, u: float, size: i
     return m1_sorted[torch.arange(len(index)), torch.tensor(index)]
 
 
+def permutation_test_bytes(n_rows: int, config: AggTestConfig, n_kernels: int = 20) -> int:
+    """Peak bytes of `mmdagg_test` on ``n_rows`` pooled samples: the random keys, their
+    argsort and the 0/1 indicators (n_rows per permutation each), the statistics of every
+    kernel and permutation with their sorted copy, and the chunked products."""
+    permutations = 1 + config.b1 + config.b2
+    product = min(PRODUCT_MAX_BYTES, 8 * n_kernels * n_rows * permutations)  # one chunk
+    return permutations * (24 * n_rows + 40 * n_kernels) + 2 * product
+
+
+def require_permutation_memory(n_rows: int, config: AggTestConfig, n_kernels: int = 20) -> None:
+    """MemoryLimitError naming b1/b2 when the test on ``n_rows`` samples cannot fit."""
+    require_memory(
+        ("b1", "b2"),
+        permutation_test_bytes(n_rows, config, n_kernels),
+        f"MMDAgg's permutation test of {n_rows} samples with b1 = {config.b1} and b2 = "
+        f"{config.b2} permutations",
+    )
+
+
 def mmdagg_test(
-    kernels: torch.Tensor, n: int, *, config: AggTestConfig = AggTestConfig(), seed: int = 0
+    kernels: torch.Tensor, n: int, *, config: AggTestConfig = DEFAULT_TEST, seed: int = MMD.seed
 ) -> AggregatedTest:
     """The aggregated test on (L, N, N) kernel matrices (zero diagonal; centring advised)
     whose first ``n`` rows are the X samples. Deterministic for a given seed."""
     n_kernels, n_rows, _ = kernels.shape
+    require_permutation_memory(n_rows, config, n_kernels)
     indicators = group_indicators(n, n_rows - n, config.b1 + config.b2, seed, kernels.device)
     stats = permuted_statistics(kernels, n, indicators).cpu()
     observed = stats[:, 0]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symbnn.mmd.aggtest import AggregatedTest, AggTestConfig, mmdagg_test
+from symbnn.mmd.aggtest import MMD, AggregatedTest, AggTestConfig, mmdagg_test
 from symbnn.mmd.distances import pooled_distances
 from symbnn.mmd.kernels import centred_kernel_matrices, mmd_values
 
@@ -54,8 +54,8 @@ def mmd_from_distances(
     n: int,
     *,
     n_params: int = 0,
-    pvalue: bool = False,
-    seed: int = 0,
+    pvalue: bool = MMD.pvalue,
+    seed: int = MMD.seed,
     config: AggTestConfig = AggTestConfig(),
     where: str = "",
 ) -> LayerMMD:
@@ -78,8 +78,8 @@ def two_sample_mmd(
     x: np.ndarray,
     y: np.ndarray,
     *,
-    pvalue: bool = False,
-    seed: int = 0,
+    pvalue: bool = MMD.pvalue,
+    seed: int = MMD.seed,
     device: str | torch.device = "auto",
     chunk_cols: int | None = None,
     config: AggTestConfig = AggTestConfig(),

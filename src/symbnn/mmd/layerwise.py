@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from symbnn.mmd.aggtest import AggTestConfig
+from symbnn.memory import option_name, require_memory
+from symbnn.mmd.aggtest import MMD, AggTestConfig, require_permutation_memory
 from symbnn.mmd.distances import PooledDistances, resolve_device
 from symbnn.mmd.engine import MMDInputError, check_sample_sizes, mmd_from_distances
 from symbnn.store import Store, open_store
@@ -119,7 +120,8 @@ def _check_disjoint(target: Store, method: Store, target_rows, method_rows) -> N
         )  # fmt: skip
         raise MMDInputError(
             f"{where} target and method rows of the same store overlap ({shared.size} "
-            f"shared samples, e.g. {shared[:5].tolist()}); pass disjoint target_rows/method_rows"
+            f"shared samples, e.g. {shared[:5].tolist()}); pass disjoint "
+            f"{option_name('target_rows')}/{option_name('method_rows')}"
         )
 
 
@@ -155,6 +157,13 @@ def pooled_blocks(
             cur_m = next(blocks_m, None)
 
 
+def matrices_bytes(n_rows: int, pvalue: bool) -> int:
+    """Peak bytes of the (n_rows, n_rows) float64 matrices of one layer: the L1 and Gram
+    accumulators and the squared distances, and with ``pvalue`` the twenty kernel matrices
+    with the temporaries that build them."""
+    return 8 * n_rows**2 * (4 + (40 if pvalue else 0))
+
+
 def store_kind(store: Store) -> str:
     return str(store.attrs.get("kind"))
 
@@ -166,8 +175,8 @@ def layerwise_mmd(
     layers: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     target_rows: Any = None,
     method_rows: Any = None,
-    pvalue: bool = False,
-    seed: int = 0,
+    pvalue: bool = MMD.pvalue,
+    seed: int = MMD.seed,
     device: str = "auto",
     max_bytes: int = DEFAULT_MAX_BYTES,
     config: AggTestConfig = AggTestConfig(),
@@ -199,6 +208,14 @@ def layerwise_mmd(
     n, m = len(_row_indices(target_rows, target)), len(_row_indices(method_rows, method))
     check_sample_sizes(n, m, where=f"{target.path} vs {method.path}: ")
     _check_disjoint(target, method, target_rows, method_rows)
+    require_memory(
+        ("target_rows", "method_rows"),
+        matrices_bytes(n + m, pvalue),
+        f"the distance{' and kernel' if pvalue else ''} matrices of {n + m} samples "
+        f"({target.path}: {n}, {method.path}: {m})",
+    )
+    if pvalue:
+        require_permutation_memory(n + m, config)
     chosen = _as_layers(layers, target)
     _check_layers(chosen, target, method)
 

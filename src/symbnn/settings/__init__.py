@@ -26,6 +26,7 @@ from symbnn.settings.stages import (
     Collapse,
     Metrics,
     Mmd,
+    MmdTest,
     SymmetryRemoval,
     VariationalPairs,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "ImportedModel",
     "MlpModel",
     "Mmd",
+    "MmdTest",
     "Model",
     "OodOptions",
     "OptunetModel",

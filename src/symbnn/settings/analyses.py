@@ -4,27 +4,39 @@ defaults unless set to `false`."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
-from symbnn.settings.base import ConfigError, Section, setting
+from symbnn.settings.base import (
+    MAX_BATCH,
+    MAX_DRAWS,
+    MAX_EPOCHS,
+    MAX_NETWORKS,
+    MAX_POINTS,
+    MAX_SEED,
+    MAX_WIDTH,
+    ConfigError,
+    Section,
+    setting,
+)
+from symbnn.settings.training import Recipe
 
 
 @dataclasses.dataclass(frozen=True)
 class Toy(Section):
     DOC = "toy posterior of Figure 1 (appendix A): 2-2-1 ReLU perceptrons on two Gaussian classes"
-    n_networks: int = setting(10_000, "networks trained", ge=1)
-    first_seed: int = setting(0, "seed of the first network", ge=0)
-    n_per_class: int = setting(200, "training points per class", ge=1)
+    n_networks: int = setting(10_000, "networks trained", ge=1, le=1_000_000)
+    first_seed: int = setting(0, "seed of the first network", ge=0, le=MAX_SEED)
+    n_per_class: int = setting(200, "training points per class", ge=1, le=10_000_000)
     class_means: tuple[tuple[float, float], tuple[float, float]] = setting(
         ((-2.0, -2.0), (2.0, 2.0)), "means of the two classes (not legible in the paper)"
     )
-    data_seed: int = setting(0, "seed of the data draw", ge=0)
-    epochs: int = setting(10, "SGD epochs", ge=1)
-    batch_size: int = setting(10, "points per SGD step", ge=1)
+    data_seed: int = setting(0, "seed of the data draw", ge=0, le=MAX_SEED)
+    epochs: int = setting(10, "SGD epochs", ge=1, le=MAX_EPOCHS)
+    batch_size: int = setting(10, "points per SGD step", ge=1, le=MAX_BATCH)
     lr: float = setting(2.0, "SGD learning rate", gt=0)
     max_loss: float = setting(0.1, "networks with a larger final training loss are outliers", gt=0)
     norm: float = setting(3.0, "norm of every hidden neuron's incoming weights after scaling", gt=0)
-    check_inputs: int = setting(256, "random inputs of the function check", ge=1)
+    check_inputs: int = setting(256, "random inputs of the function check", ge=1, le=1_000_000)
     tolerance: float = setting(
         1e-5, "largest relative change of the function a transform may make", gt=0
     )
@@ -40,29 +52,41 @@ class PermutationFrequency(Section):
         "Kendall's tau between consecutive sorting permutations during training (section 5.2), "
         "for every OptuNet/MLP experiment of `run` and every ResNet-18 one with GPUs"
     )
-    runs: int = setting(4, "training runs", ge=1)
-    first_seed: int = setting(0, "seed of the first run", ge=0)
-    every_k_steps: int = setting(5, "SGD steps between snapshots", ge=1)
+    runs: int = setting(4, "training runs", ge=1, le=1000)
+    first_seed: int = setting(0, "seed of the first run", ge=0, le=MAX_SEED)
+    every_k_steps: int = setting(5, "SGD steps between snapshots", ge=1, le=1_000_000)
     epochs: int | None = setting(
-        None, "replaces the recipe's epochs (its later milestones are dropped)", ge=1
+        None, "replaces the recipe's epochs (its later milestones are dropped)", ge=1, le=MAX_EPOCHS
     )
     milestones: tuple[int, ...] | None = setting(
-        None, "replaces the recipe's milestones", ge=1, increasing=True
+        None, "replaces the recipe's milestones", ge=1, increasing=True, le=MAX_EPOCHS
     )
+
+    def recipe_for(self, recipe: Recipe, where: str = "PermutationFrequency") -> Recipe:
+        """The experiment's ``recipe`` with this analysis's epochs and milestones (milestones
+        past the last epoch are dropped when only the epochs are replaced); errors name
+        ``where``, this section's config path."""
+        changes: dict[str, Any] = {}
+        if self.epochs is not None:
+            changes["epochs"] = self.epochs
+            changes["milestones"] = [m for m in recipe.milestones if m < self.epochs]
+        if self.milestones is not None:
+            changes["milestones"] = list(self.milestones)
+        return Recipe.parse({**recipe.to_dict(), **changes}, where)
 
 
 @dataclasses.dataclass(frozen=True)
 class Marginals(Section):
     DOC = "layer-wise marginals and Kolmogorov-Smirnov tests (appendix D.3) on MLPs fitted to a packaged regression set"
     dataset: Literal["diabetes"] = setting("diabetes", "scikit-learn's regression set")
-    hidden: tuple[int, ...] = setting((16, 16), "hidden widths", ge=2, min_items=1)
-    n_networks: int = setting(256, "networks trained", ge=2)
-    first_seed: int = setting(0, "seed of the first network", ge=0)
-    epochs: int = setting(60, "SGD epochs", ge=1)
-    batch_size: int = setting(32, "points per SGD step", ge=1)
+    hidden: tuple[int, ...] = setting((16, 16), "hidden widths", ge=2, min_items=1, le=MAX_WIDTH)
+    n_networks: int = setting(256, "networks trained", ge=2, le=1_000_000)
+    first_seed: int = setting(0, "seed of the first network", ge=0, le=MAX_SEED)
+    epochs: int = setting(60, "SGD epochs", ge=1, le=MAX_EPOCHS)
+    batch_size: int = setting(32, "points per SGD step", ge=1, le=MAX_BATCH)
     lr: float = setting(0.01, "SGD learning rate", gt=0)
     alpha: float = setting(0.05, "level at which the summary counts rejections", gt=0, lt=1)
-    plot_units: int = setting(4, "units per layer in the figure", ge=1)
+    plot_units: int = setting(4, "units per layer in the figure", ge=1, le=1000)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,32 +96,44 @@ class SymmetrisedVi(Section):
         "mean-field posteriors aligned modulo permutations"
     )
     hidden: int = setting(4, "hidden units (|G| = hidden!)", ge=1, le=7)
-    n_train: int = setting(200, "training points", ge=2)
-    n_test: int = setting(1000, "test points", ge=2)
+    n_train: int = setting(200, "training points", ge=2, le=10_000_000)
+    n_test: int = setting(1000, "test points", ge=2, le=10_000_000)
     separation: float = setting(
         1.0, "class means at +-(separation, separation), unit variance", ge=0
     )
-    data_seed: int = setting(0, "seed of the data draw", ge=0)
+    data_seed: int = setting(0, "seed of the data draw", ge=0, le=MAX_SEED)
     prior_std: float = setting(1.0, "standard deviation of the Gaussian prior", gt=0)
     rho_init: float = setting(-3.0, "initial rho (sigma = log(1 + exp(rho)))")
-    steps: int = setting(600, "full-batch Adam steps", ge=1)
+    steps: int = setting(600, "full-batch Adam steps", ge=1, le=10_000_000)
     lr: float = setting(0.03, "Adam learning rate", gt=0)
-    elbo_samples: int = setting(4, "reparameterised draws per step", ge=1)
-    eval_samples: int = setting(256, "draws for the ELBO, accuracy and NLL estimates", ge=1)
-    seeds: tuple[int, ...] = setting((0, 1), "one fit per family and seed", ge=0, min_items=1)
-    target_runs: int = setting(64, "independent SGD runs: the target posterior of the MMD", ge=2)
-    target_epochs: int = setting(30, "SGD epochs of the target runs", ge=1)
+    elbo_samples: int = setting(4, "reparameterised draws per step", ge=1, le=MAX_DRAWS)
+    eval_samples: int = setting(
+        256, "draws for the ELBO, accuracy and NLL estimates", ge=1, le=100_000
+    )
+    seeds: tuple[int, ...] = setting(
+        (0, 1), "one fit per family and seed", ge=0, min_items=1, le=MAX_SEED
+    )
+    target_runs: int = setting(
+        64, "independent SGD runs: the target posterior of the MMD", ge=2, le=MAX_NETWORKS
+    )
+    target_epochs: int = setting(30, "SGD epochs of the target runs", ge=1, le=MAX_EPOCHS)
     target_lr: float = setting(0.1, "SGD learning rate of the target runs", gt=0)
-    target_batch_size: int = setting(10, "points per SGD step of the target runs", ge=1)
-    mmd_samples: int = setting(64, "draws of each family for the MMD", ge=2)
+    target_batch_size: int = setting(
+        10, "points per SGD step of the target runs", ge=1, le=MAX_BATCH
+    )
+    mmd_samples: int = setting(64, "draws of each family for the MMD", ge=2, le=100_000)
     max_enumerate: int = setting(
-        5040, "largest |G| whose elements are enumerated (else Monte Carlo)", ge=1
+        5040, "largest |G| whose elements are enumerated (else Monte Carlo)", ge=1, le=1_000_000
     )
     mc_permutations: int = setting(
-        64, "permutations of the Monte-Carlo estimate of log q_sym", ge=1
+        64, "permutations of the Monte-Carlo estimate of log q_sym", ge=1, le=1_000_000
     )
-    alignment_points: int = setting(11, "points on the path between two aligned posteriors", ge=2)
-    alignment_samples: int = setting(32, "common-noise draws per point of that path", ge=1)
+    alignment_points: int = setting(
+        11, "points on the path between two aligned posteriors", ge=2, le=MAX_POINTS
+    )
+    alignment_samples: int = setting(
+        32, "common-noise draws per point of that path", ge=1, le=MAX_DRAWS
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,26 +147,40 @@ class SymmetrisedViWidths(Section):
     )
     image_size: Literal[7, 14, 28] = setting(7, "images average-pooled to this many pixels a side")
     widths: tuple[int, ...] = setting(
-        (4, 8, 16, 32, 64), "hidden widths H (|G| = H!)", ge=2, min_items=1, increasing=True
+        (4, 8, 16, 32, 64),
+        "hidden widths H (|G| = H!)",
+        ge=2,
+        min_items=1,
+        increasing=True,
+        le=MAX_WIDTH,
     )
     seeds: tuple[int, ...] = setting(
         (0, 1, 2),
         "one fit per family and seed (the seed sets the initial means)",
         ge=0,
         min_items=2,
+        le=MAX_SEED,
     )
     prior_std: float = setting(1.0, "standard deviation of the Gaussian prior", gt=0)
     rho_init: float = setting(-5.0, "initial rho (sigma = log(1 + exp(rho)))")
-    steps: int = setting(800, "Adam steps of each fit", ge=1)
-    batch_size: int = setting(250, "images per step", ge=1)
+    steps: int = setting(800, "Adam steps of each fit", ge=1, le=10_000_000)
+    batch_size: int = setting(250, "images per step", ge=1, le=MAX_BATCH)
     lr: float = setting(0.01, "Adam learning rate", gt=0)
-    elbo_samples: int = setting(2, "reparameterised draws per step", ge=1)
-    eval_samples: int = setting(64, "draws for the ELBO, overlap, NLL, accuracy and ECE", ge=2)
-    mmd_samples: int = setting(16, "draws of each fit for the MMDs (at most eval_samples)", ge=2)
-    reference_runs: int = setting(16, "independent SGD runs: the deep-ensemble reference", ge=2)
-    reference_epochs: int = setting(10, "SGD epochs of the reference runs", ge=1)
+    elbo_samples: int = setting(2, "reparameterised draws per step", ge=1, le=MAX_DRAWS)
+    eval_samples: int = setting(
+        64, "draws for the ELBO, overlap, NLL, accuracy and ECE", ge=2, le=100_000
+    )
+    mmd_samples: int = setting(
+        16, "draws of each fit for the MMDs (at most eval_samples)", ge=2, le=100_000
+    )
+    reference_runs: int = setting(
+        16, "independent SGD runs: the deep-ensemble reference", ge=2, le=MAX_NETWORKS
+    )
+    reference_epochs: int = setting(10, "SGD epochs of the reference runs", ge=1, le=MAX_EPOCHS)
     reference_lr: float = setting(0.2, "SGD learning rate of the reference runs", gt=0)
-    reference_batch_size: int = setting(64, "images per SGD step of the reference runs", ge=1)
+    reference_batch_size: int = setting(
+        64, "images per SGD step of the reference runs", ge=1, le=MAX_BATCH
+    )
 
     def check(self, where: str) -> None:
         if self.mmd_samples > self.eval_samples:
@@ -146,19 +196,21 @@ class BarrierStatistics(Section):
     dataset: Literal["digits", "mnist"] = setting(
         "digits", "digits: the 5,000 packaged MNIST digits; mnist: MNIST under data_root"
     )
-    hidden: tuple[int, ...] = setting((64,), "hidden widths", ge=1, min_items=1)
-    pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1)
-    first_seed: int = setting(0, "seed of the first network", ge=0)
-    epochs: int = setting(8, "training epochs (SGD and VI alike)", ge=1)
-    batch_size: int = setting(64, "images per step", ge=1)
+    hidden: tuple[int, ...] = setting((64,), "hidden widths", ge=1, min_items=1, le=MAX_WIDTH)
+    pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1, le=MAX_DRAWS)
+    first_seed: int = setting(0, "seed of the first network", ge=0, le=MAX_SEED)
+    epochs: int = setting(8, "training epochs (SGD and VI alike)", ge=1, le=MAX_EPOCHS)
+    batch_size: int = setting(64, "images per step", ge=1, le=MAX_BATCH)
     lr: float = setting(0.05, "learning rate (constant)", gt=0)
     momentum: float = setting(0.9, "SGD momentum", ge=0, lt=1)
-    elbo_samples: int = setting(1, "weight draws per ELBO estimate of the VI fits", ge=1)
+    elbo_samples: int = setting(
+        1, "weight draws per ELBO estimate of the VI fits", ge=1, le=MAX_DRAWS
+    )
     prior_sigma: float = setting(0.3, "standard deviation of the VI fits' Gaussian prior", gt=0)
     vi_lr: float = setting(0.01, "Adam learning rate of the VI fits", gt=0)
     rho_init: float = setting(-5.0, "initial rho of the VI fits (sigma = log(1 + exp(rho)))")
-    samples: int = setting(8, "common-noise draws per point of a VI path", ge=1)
-    points: int = setting(11, "points on each path, endpoints included", ge=3)
+    samples: int = setting(8, "common-noise draws per point of a VI path", ge=1, le=MAX_DRAWS)
+    points: int = setting(11, "points on each path, endpoints included", ge=3, le=MAX_POINTS)
     splits: tuple[Literal["train", "test"], ...] = setting(
         ("train", "test"), "splits the barriers are measured on", min_items=1
     )

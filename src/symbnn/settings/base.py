@@ -12,6 +12,7 @@ off".
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import difflib
@@ -20,15 +21,69 @@ import numbers
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
 
 S = TypeVar("S", bound="Section")
 MISSING = dataclasses.MISSING
 
+# Upper bounds of counts: generous but finite, so that a typo (an extra 000) fails the config
+# check instead of exhausting the machine. Each lies far above the largest study: the 8,192
+# released networks, 10,000 toy networks, 1,000-network posteriors with 100 samples per method.
+MAX_SEED = 2**32 - 1  # seeds and first seeds
+MAX_NETWORKS = 100_000  # networks of a posterior or a pool, networks compared
+MAX_DRAWS = 10_000  # samples per method, draws per estimate, snapshots, pairs
+MAX_EPOCHS = 100_000  # epochs (and milestones)
+MAX_BATCH = 1_000_000  # images or points per step or forward pass
+MAX_WIDTH = 100_000  # units, channels, kernel sizes of a model
+MAX_POINTS = 10_001  # points on an interpolation path
+MAX_STEPS = 10_000_000  # optimisation steps between two events of a chain
+
 
 class ConfigError(ValueError):
-    """A setting is missing or wrong; the message starts with the key's dotted path."""
+    """A setting is missing or wrong; the message starts with the key's dotted path.
+
+    A parse reports every problem it finds, not only the first: ``errors`` holds one message
+    per problem (each starting with its key), and the message is those, one per line."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = list(errors) if errors else [message]
+
+    @classmethod
+    def joined(cls, problems: list[ConfigError]) -> ConfigError:
+        """One error reporting every problem of ``problems`` (in order)."""
+        if len(problems) == 1:
+            return problems[0]
+        errors = [message for problem in problems for message in problem.errors]
+        return cls("\n".join(errors), errors)
+
+
+class Problems:
+    """Collects the ConfigErrors of a parse, so that one run reports them all:
+
+    problems = Problems()
+    with problems.collect():
+        ...   # a ConfigError raised here is kept and the parse goes on
+    problems.raise_any()
+    """
+
+    def __init__(self) -> None:
+        self.found: list[ConfigError] = []
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigError as exc:
+            self.found.append(exc)
+
+    def add(self, message: str) -> None:
+        self.found.append(ConfigError(message))
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise ConfigError.joined(self.found)
 
 
 def setting(
@@ -82,11 +137,14 @@ class Section:
             return
         where = type(self).__name__
         hints = type_hints(type(self))
+        problems = Problems()
         for f in dataclasses.fields(self):
-            value = parse_value(
-                hints[f.name], getattr(self, f.name), _join(where, f.name), f.metadata
-            )
-            object.__setattr__(self, f.name, value)  # lists become tuples, "true" a bool
+            with problems.collect():
+                value = parse_value(
+                    hints[f.name], getattr(self, f.name), _join(where, f.name), f.metadata
+                )
+                object.__setattr__(self, f.name, value)  # lists become tuples, "true" a bool
+        problems.raise_any()
         self.check(where)
 
     @classmethod
@@ -100,18 +158,20 @@ class Section:
             raise ConfigError(f"{where}: expected a mapping, got {_show(data)}")
         hints = type_hints(cls)
         known = [f.name for f in dataclasses.fields(cls)]
+        problems = Problems()
         for key in data:
             if key not in known:
-                raise ConfigError(f"{_join(where, key)}: unknown key{_suggest(str(key), known)}")
+                problems.add(f"{_join(where, key)}: unknown key{_suggest(str(key), known)}")
         values = {}
         for f in dataclasses.fields(cls):
             key = _join(where, f.name)
             if f.name in data:
-                values[f.name] = parse_value(hints[f.name], data[f.name], key, f.metadata)
+                with problems.collect():
+                    values[f.name] = parse_value(hints[f.name], data[f.name], key, f.metadata)
             elif f.default is MISSING and f.default_factory is MISSING:
-                raise ConfigError(
-                    f"{key}: missing (required; {f.metadata.get('doc') or 'no default'})"
-                )
+                problems.add(f"{key}: missing (required; {f.metadata.get('doc') or 'no default'})")
+        # rules across keys need every key parsed: they run once the keys are right
+        problems.raise_any()
         token = _PARSING.set(True)
         try:
             section = cls(**values)
@@ -218,7 +278,12 @@ def _parse_type(tp: Any, value: Any, where: str) -> Any:
         _, item_type = typing.get_args(tp)
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {_show(value)}")
-        return {str(k): _parse_type(item_type, v, _join(where, k)) for k, v in value.items()}
+        items, problems = {}, Problems()
+        for k, v in value.items():
+            with problems.collect():
+                items[str(k)] = _parse_type(item_type, v, _join(where, k))
+        problems.raise_any()
+        return items
     if _is_section(tp):
         return tp.parse(value, where)
     if tp is Any:
@@ -373,13 +438,20 @@ def _check_number(value: float, where: str, meta: Mapping[str, Any]) -> None:
         high = (")", meta["lt"], value < meta["lt"])
     if (low is None or low[2]) and (high is None or high[2]):
         return
-    if low and high:
-        bound = f"lie in {low[0]}{low[1]:g}, {high[1]:g}{high[0]}"
-    elif low:
-        bound = f"be {'>=' if low[0] == '[' else '>'} {low[1]:g}"
+    # a number of a range (a rate, a probability) names the range; a count names the bound
+    # it crosses (its upper bound is a typo guard, far from the values in use)
+    if low and high and not isinstance(value, int):
+        bound = f"lie in {low[0]}{_number(low[1])}, {_number(high[1])}{high[0]}"
+    elif low and not low[2]:
+        bound = f"be {'>=' if low[0] == '[' else '>'} {_number(low[1])}"
     else:
-        bound = f"be {'<=' if high[0] == ']' else '<'} {high[1]:g}"
+        bound = f"be {'<=' if high[0] == ']' else '<'} {_number(high[1])}"
     raise ConfigError(f"{where}: must {bound}, got {value!r}")
+
+
+def _number(bound: float) -> str:
+    """A bound as written: 4294967295 in full, 0.5 without trailing zeros."""
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
 
 
 def _check_items(value: tuple, where: str, meta: Mapping[str, Any]) -> None:

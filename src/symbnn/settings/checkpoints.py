@@ -28,7 +28,9 @@ class Checkpoints(Section):
         "relative to the working directory; with `download`, the folder the bundles go to"
     )
     setting: ReleasedSetting = base.setting(doc="the released setting the networks belong to")
-    first: int = base.setting(0, "release index of the first target network", ge=0)
+    first: int = base.setting(
+        0, "release index of the first target network", ge=0, le=base.MAX_NETWORKS
+    )
     dtype: Literal["float32", "float16"] = base.setting(
         "float32", "stored weights: float32 (exact widening of the released float16) or float16"
     )

@@ -1,36 +1,107 @@
-"""Reading config.yaml into a `Config`, with errors that name the file, the line and the key."""
+"""Reading config.yaml into a `Config`, with errors that name the file, the line and the key.
+
+Every problem of a file is reported at once, one line each: its duplicated keys (plain YAML
+keeps the later value without a word), the keys the settings layer rejects, and, with
+`check_model_imports`, model import paths that do not import."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from symbnn import trust
-from symbnn.settings.base import ConfigError
+from symbnn.settings.base import ConfigError, Problems
+from symbnn.settings.training import ImportedModel
 from symbnn.settings.workflow import Config
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_MERGE_KEY = "tag:yaml.org,2002:merge"
 
 
 def load_config(path: str | Path) -> Config:
-    """The configuration in YAML file ``path``, checked."""
+    """The configuration in YAML file ``path``, checked, the model import paths of every
+    experiment imported too (`check_model_imports`)."""
+    path = Path(path)
+    data, duplicates = _read_yaml(path)
+    problems = Problems()
+    problems.found.extend(duplicates)
+    config = None
+    with problems.collect():
+        config = config_from_mapping(data, path)
+    problems.raise_any()
+    check_model_imports(config, config.experiments, path)
+    return config
+
+
+def check_duplicated_keys(paths: Iterable[str | Path]) -> None:
+    """ConfigError naming every repeated key of the YAML files ``paths``, and any file that
+    cannot be read or is not YAML (for readers that load YAML themselves, like Snakemake's
+    `configfile`)."""
+    problems = Problems()
+    for path in paths:
+        with problems.collect():
+            problems.found.extend(_read_yaml(Path(path))[1])
+    problems.raise_any()
+
+
+def _read_yaml(path: Path) -> tuple[Any, list[ConfigError]]:
+    """(the YAML document of file ``path``, an error per key that repeats an earlier key of
+    its mapping, naming file and line); ConfigError naming the file (and the line) when it
+    cannot be read or is not YAML."""
     import yaml
 
-    path = Path(path)
     try:
         text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the configuration ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"{path}: cannot read the configuration ({reason})") from None
+    loader = yaml.SafeLoader(text)
     try:
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        duplicates = [
+            ConfigError(f"{path}, line {line}: {message}")
+            for line, message in _duplicated_keys(node, "")
+        ]
+        return (None if node is None else loader.construct_document(node)), duplicates
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
-    return config_from_mapping(data, path)
+        raise ConfigError(f"{path}{yaml_problem(exc)}") from None
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(exc: Exception) -> str:
+    """ ", line N: not valid YAML: PROBLEM" of a YAML syntax error (the line where known)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f", line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}: not valid YAML: {problem}"
+
+
+def _duplicated_keys(node: Any, where: str) -> Iterable[tuple[int, str]]:
+    """(line, message) of each key that repeats an earlier key of its mapping."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_KEY:
+                continue
+            path = f"{where}.{key.value}" if where else key.value
+            first = seen.get((key.tag, key.value))
+            if first is None:
+                seen[(key.tag, key.value)] = key.start_mark.line
+            else:
+                yield (
+                    key.start_mark.line + 1,
+                    f"{path}: duplicated key (first at line {first + 1}); YAML would keep "
+                    "only the later value: remove one",
+                )
+            yield from _duplicated_keys(value, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            yield from _duplicated_keys(item, f"{where}[{index}]")
 
 
 def config_from_mapping(data: Any, source: str | Path = "config") -> Config:
@@ -44,9 +115,43 @@ def config_from_mapping(data: Any, source: str | Path = "config") -> Config:
     try:
         config = Config.parse(data, "")
     except ConfigError as exc:
-        raise ConfigError(f"{source}{_line_of(source, str(exc))}: {exc}") from None
+        raise located(exc, source) from None
     trust.trust_config_models(config.experiments.values())
     return config
+
+
+def located(exc: ConfigError, source: str | Path) -> ConfigError:
+    """``exc`` with each of its messages prefixed by the file and, where found, the line."""
+    errors = [f"{source}{_line_of(source, message)}: {message}" for message in exc.errors]
+    return ConfigError("\n".join(errors), errors)
+
+
+def check_model_imports(config: Config, names: Iterable[str], source: str | Path) -> None:
+    """Import the model of each experiment of ``names`` that a configuration names by import
+    path ('package.module:attribute'), and look its attribute up: ConfigError naming the key,
+    the path and why, for every one that fails. The configuration is the user's own code to
+    run (unlike a store's attributes, which are never imported)."""
+    problems = Problems()
+    for name in names:
+        model = config.experiments[name].model
+        if isinstance(model, ImportedModel):
+            with problems.collect():
+                _check_importable(model.name, f"experiments.{name}.model.name")
+    if problems.found:
+        raise located(ConfigError.joined(problems.found), source)
+
+
+def _check_importable(path: str, key: str) -> None:
+    from symbnn.models.imported import resolve
+
+    try:
+        resolve(path)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    except Exception as exc:  # the module itself failed while importing
+        raise ConfigError(
+            f"{key}: importing {path!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _line_of(source: str | Path, message: str) -> str:
@@ -56,7 +161,7 @@ def _line_of(source: str | Path, message: str) -> str:
 
     try:
         node = yaml.compose(Path(source).read_text())
-    except (OSError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return ""
     line = None
     for name, index in _PART.findall(message.split(":", 1)[0]):

@@ -6,7 +6,17 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Literal
 
-from symbnn.settings.base import ConfigError, Section, setting
+from symbnn.settings.base import (
+    MAX_BATCH,
+    MAX_DRAWS,
+    MAX_EPOCHS,
+    MAX_NETWORKS,
+    MAX_SEED,
+    MAX_STEPS,
+    ConfigError,
+    Section,
+    setting,
+)
 from symbnn.settings.training import recipe_changes
 
 
@@ -14,7 +24,7 @@ from symbnn.settings.training import recipe_changes
 class Dropout(Section):
     DOC = "MC Dropout: dropout before the last `layers` linear layers, in training and sampling"
     rate: float = setting(0.2, "dropout probability", ge=0, lt=1)
-    layers: int = setting(1, "linear layers (from the output) that get dropout", ge=1)
+    layers: int = setting(1, "linear layers (from the output) that get dropout", ge=1, le=1000)
 
 
 BnnRecipe = recipe_changes(
@@ -28,7 +38,7 @@ BnnRecipe = recipe_changes(
 class Bnn(Section):
     DOC = "variational BNN by Bayes by backprop (mean-field Gaussian, BLiTZ scale-mixture prior)"
     kl_weight: float = setting(1.0, "weight of the KL term of the ELBO", ge=0)
-    elbo_samples: int = setting(3, "weight draws per ELBO estimate", ge=1)
+    elbo_samples: int = setting(3, "weight draws per ELBO estimate", ge=1, le=MAX_DRAWS)
     prior_pi: float = setting(1.0, "mixture weight of the prior's first Gaussian", ge=0, le=1)
     prior_sigma1: float = setting(0.1, "standard deviation of the prior's first Gaussian", gt=0)
     prior_sigma2: float = setting(0.4, "standard deviation of the prior's second Gaussian", gt=0)
@@ -79,12 +89,14 @@ class Sghmc(Section):
         15,
         "steps between Gibbs draws of the prior precisions, the first step drawing (scale_adapted)",
         ge=1,
+        le=MAX_STEPS,
     )
     momentum_resample_steps: int = setting(
         50,
         "steps between fresh velocity draws from N(0, lr^2 V^-1/2), the first step drawing "
         "(scale_adapted)",
         ge=1,
+        le=MAX_STEPS,
     )
     weight_decay: float | None = setting(
         None,
@@ -98,20 +110,25 @@ class Sghmc(Section):
         "the chain's length in epochs: it holds (epochs - burn_in_epochs) / sample_every_epochs "
         "samples and stops at the last one asked for; none: the recipe's epochs x 250 / 60",
         gt=0,
+        le=MAX_EPOCHS,
     )
     burn_in_epochs: float | None = setting(
         None,
         "epochs before the first sample (scale_adapted adapts its preconditioner during them); "
         "none: the recipe's epochs x 20 / 60",
         ge=0,
+        le=MAX_EPOCHS,
     )
     sample_every_epochs: float | None = setting(
         None,
         "epochs between samples, rounded to whole steps (at least one); none: the recipe's "
         "epochs x 2 / 60",
         gt=0,
+        le=MAX_EPOCHS,
     )
-    batch_size: int | None = setting(None, "minibatch size of the chain; none: the recipe's", ge=1)
+    batch_size: int | None = setting(
+        None, "minibatch size of the chain; none: the recipe's", ge=1, le=MAX_BATCH
+    )
 
     # the defaults that depend on the variant (None above): the reference code's lr and base C
     VARIANT_DEFAULTS: ClassVar[dict[str, dict[str, float]]] = {
@@ -175,7 +192,7 @@ class Swag(Section):
         "a linear ramp to a high constant learning rate (SWALR)"
     )
     epochs: int | None = setting(
-        None, "SGD epochs of the fit; none: twice the recipe's epochs", ge=1
+        None, "SGD epochs of the fit; none: twice the recipe's epochs", ge=1, le=MAX_EPOCHS
     )
     lr: float | None = setting(
         None, "the high constant learning rate; none: the recipe's initial learning rate", gt=0
@@ -186,8 +203,10 @@ class Swag(Section):
         ge=0,
         lt=1,
     )
-    snapshots: int = setting(20, "iterates collected, evenly spaced after the ramp", ge=2)
-    rank: int = setting(20, "rank of the low-rank covariance term", ge=1)
+    snapshots: int = setting(
+        20, "iterates collected, evenly spaced after the ramp", ge=2, le=MAX_DRAWS
+    )
+    rank: int = setting(20, "rank of the low-rank covariance term", ge=1, le=MAX_DRAWS)
     # used when sampling only: changing them redraws the samples, not the fit
     scale: float = setting(
         0.1, "covariance scale when sampling: scale * (diag + D D^T / (K - 1))", gt=0
@@ -226,6 +245,7 @@ class DeepEnsembles(Section):
         "(replicate r takes n_samples networks from r * stride); none: n_samples, so "
         "replicates share no member",
         ge=1,
+        le=MAX_NETWORKS,
     )
 
 
@@ -237,35 +257,43 @@ class Methods(Section):
         "with the target recipe from seeds disjoint from the target's."
     )
     n_samples: int = setting(
-        doc="weight samples per method and variant (the paper draws 100)", ge=2
+        doc="weight samples per method and variant (the paper draws 100)", ge=2, le=MAX_DRAWS
     )
     modes: int = setting(
         doc="modes of the multi-mode variants, and the modes each single-mode variant is "
         "reported over (the paper uses 10)",
         ge=2,
+        le=MAX_DRAWS,
     )
-    pool: int = setting(doc="networks trained to find modes and Deep Ensemble members", ge=2)
+    pool: int = setting(
+        doc="networks trained to find modes and Deep Ensemble members", ge=2, le=MAX_NETWORKS
+    )
     replicates: int = setting(
         1,
         "multi-mode posteriors drawn per method, each from its own modes (or, for Deep "
         "Ensembles, members), so that a multi-mode row has a spread to test against",
         ge=1,
+        le=MAX_DRAWS,
     )
     modes_per_replicate: int | None = setting(
         None,
         "modes each multi-mode replicate splits its samples among (replicate r takes the modes "
         "from r on, cyclically); none: all modes",
         ge=1,
+        le=MAX_NETWORKS,
     )
-    first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0)
-    seed: int = setting(0, "seed of every sampler's random draws", ge=0)
+    first_seed: int = setting(1_000_000, "seed of the pool's first network", ge=0, le=MAX_SEED)
+    seed: int = setting(0, "seed of every sampler's random draws", ge=0, le=MAX_SEED)
     retries: int = setting(
         5,
         "fresh seeds a method that trains from scratch (dropout, bnn) may try until its network "
         "reaches posterior.min_accuracy",
         ge=0,
+        le=1000,
     )
-    predict_batch: int = setting(1000, "test images per forward pass when predicting", ge=1)
+    predict_batch: int = setting(
+        1000, "test images per forward pass when predicting", ge=1, le=MAX_BATCH
+    )
     dropout: Dropout | None = setting(None, "MC Dropout")
     bnn: Bnn | None = setting(None, "variational BNN")
     sghmc: Sghmc | None = setting(None, "SGHMC")

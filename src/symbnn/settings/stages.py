@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from symbnn.settings.base import Section, setting
+from symbnn.settings.base import MAX_DRAWS, MAX_NETWORKS, MAX_POINTS, MAX_SEED, Section, setting
 from symbnn.settings.methods import Bnn
 
 Split = Literal["train", "test"]
@@ -32,15 +32,17 @@ class Mmd(Section):
         "converged target networks set aside as a Deep Ensemble and compared with the rest "
         "(none: no such check)",
         ge=2,
+        le=MAX_NETWORKS,
     )
     pvalue: bool = setting(False, "run MMDAgg's aggregated permutation test")
-    seed: int = setting(0, "seed of the permutation test", ge=0)
+    seed: int = setting(0, "seed of the permutation test", ge=0, le=MAX_SEED)
     de_target: int | None = setting(
         None,
         "target networks the Deep Ensemble is compared with: the converged ones just before "
         "the members (none: every other converged network). The permutation test's cost grows "
         "with the square of the sample: the paper compared 1,000 with 100 members",
         ge=2,
+        le=MAX_NETWORKS,
     )
 
     def to_dict(self) -> dict:
@@ -52,26 +54,43 @@ class Mmd(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class MmdTest(Section):
+    """MMDAgg's aggregated permutation test (`symbnn.mmd.aggtest`): the reference defaults of
+    Schrab et al.; `symbnn mmd` takes its --alpha/--b1/--b2/--b3 from here."""
+
+    DOC = "MMDAgg's level, permutations for the quantiles and the level correction, bisection steps"
+    alpha: float = setting(0.05, "level of the test", gt=0, lt=1)
+    b1: int = setting(2000, "permutations for the quantiles", ge=1, le=1_000_000)
+    b2: int = setting(2000, "permutations for the level correction", ge=1, le=1_000_000)
+    # the bisection halves an interval of width at most 20: 64 steps exhaust a float64
+    b3: int = setting(50, "bisection steps of the level correction", ge=1, le=1000)
+
+
+@dataclasses.dataclass(frozen=True)
 class Metrics(Section):
     DOC = "uncertainty metrics of the methods' predictions"
     ood_score: Literal["msp", "entropy", "mi"] = setting(
         "msp", "OOD score, higher = more OOD (msp: 1 - max probability; mi: mutual information)"
     )
-    bins: int = setting(15, "bins of the expected calibration error", ge=1)
+    bins: int = setting(15, "bins of the expected calibration error", ge=1, le=100_000)
 
 
 @dataclasses.dataclass(frozen=True)
 class Collapse(Section):
     DOC = "functional collapse: pairwise MI of random pairs of converged target networks"
-    pairs: int = setting(1000, "random distinct pairs of converged networks", ge=1)
-    seed: int = setting(0, "seed of the pair draw and of the permutation test", ge=0)
+    pairs: int = setting(1000, "random distinct pairs of converged networks", ge=1, le=10_000_000)
+    seed: int = setting(0, "seed of the pair draw and of the permutation test", ge=0, le=MAX_SEED)
     permutations: int = setting(
-        999, "network relabellings of the correlation's permutation test (0: no test)", ge=0
+        999,
+        "network relabellings of the correlation's permutation test (0: no test)",
+        ge=0,
+        le=1_000_000,
     )
     test_networks: int = setting(
         256,
         "networks at most in the permutation test (the OOD MI of all their pairs is computed)",
         ge=3,
+        le=MAX_NETWORKS,
     )
 
 
@@ -81,13 +100,16 @@ class VariationalPairs(Section):
         "pairs of mean-field VI posteriors (Bayes by backprop, each from its own seed, with "
         "the experiment's model and data), aligned and compared like the networks"
     )
-    pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1)
+    pairs: int = setting(10, "independent pairs (two fresh seeds each)", ge=1, le=MAX_DRAWS)
     first_seed: int = setting(
-        2_000_000, "seed of the first fit (apart from the target's and the pool's seeds)", ge=0
+        2_000_000,
+        "seed of the first fit (apart from the target's and the pool's seeds)",
+        ge=0,
+        le=MAX_SEED,
     )
-    samples: int = setting(8, "common-noise weight draws per point of a path", ge=1)
+    samples: int = setting(8, "common-noise weight draws per point of a path", ge=1, le=MAX_DRAWS)
     retries: int = setting(
-        5, "fresh seeds a fit may try until its means reach posterior.min_accuracy", ge=0
+        5, "fresh seeds a fit may try until its means reach posterior.min_accuracy", ge=0, le=1000
     )
     bnn: Bnn = setting(Bnn(), "the variational fits (as the BNN method's settings)")
 
@@ -103,16 +125,23 @@ class Alignment(Section):
         "permutations, and the loss and accuracy barriers between them"
     )
     pairs: int = setting(
-        1, "pairs of converged target networks (the 2i-th and (2i+1)-th converged ones)", ge=1
+        1,
+        "pairs of converged target networks (the 2i-th and (2i+1)-th converged ones)",
+        ge=1,
+        le=MAX_NETWORKS,
     )
-    points: int = setting(11, "points on the interpolation path, endpoints included", ge=2)
+    points: int = setting(
+        11, "points on the interpolation path, endpoints included", ge=2, le=MAX_POINTS
+    )
     splits: tuple[Split, ...] = setting(
         ("train", "test"), "sets the barrier is measured on", min_items=1, unique=True
     )
     bn_batches: int = setting(
-        20, "training batches that re-estimate BatchNorm statistics at every t", ge=1
+        20, "training batches that re-estimate BatchNorm statistics at every t", ge=1, le=100_000
     )
-    max_sweeps: int = setting(100, "coordinate-descent sweeps of weight matching at most", ge=1)
+    max_sweeps: int = setting(
+        100, "coordinate-descent sweeps of weight matching at most", ge=1, le=100_000
+    )
     variational: VariationalPairs | None = setting(
         None, "pairs of mean-field VI posteriors as well (none: the networks only)"
     )

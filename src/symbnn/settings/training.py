@@ -7,7 +7,17 @@ import dataclasses
 import math
 from typing import Any, Literal
 
-from symbnn.settings.base import ConfigError, Section, setting, type_hints
+from symbnn.settings.base import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_NETWORKS,
+    MAX_SEED,
+    MAX_WIDTH,
+    ConfigError,
+    Section,
+    setting,
+    type_hints,
+)
 from symbnn.settings.checkpoints import Checkpoints
 
 TrainDataset = Literal["digits", "mnist", "fashionmnist", "cifar10", "cifar100", "tinyimagenet"]
@@ -18,10 +28,10 @@ Schedule = Literal["constant", "multistep", "cosine"]
 @dataclasses.dataclass(frozen=True)
 class OodOptions(Section):
     DOC = "options passed to the OOD loader so its images match the in-distribution shape"
-    n: int | None = setting(None, "images (none: the loader's default)", ge=1)
-    size: int | None = setting(None, "side of the square images", ge=8)
+    n: int | None = setting(None, "images (none: the loader's default)", ge=1, le=10_000_000)
+    size: int | None = setting(None, "side of the square images", ge=8, le=4096)
     channels: Literal[1, 3] | None = setting(None, "colour channels")
-    seed: int | None = setting(None, "seed of the loader's random choices", ge=0)
+    seed: int | None = setting(None, "seed of the loader's random choices", ge=0, le=MAX_SEED)
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in super().to_dict().items() if value is not None}
@@ -41,9 +51,13 @@ class Data(Section):
         "share of the split, rounded by largest remainder to exactly N; each class's first "
         "images in file order, kept in file order)",
         ge=1,
+        le=10**9,
     )
     test_limit: int | None = setting(
-        None, "use only N test images, a stratified subset chosen as for train_limit", ge=1
+        None,
+        "use only N test images, a stratified subset chosen as for train_limit",
+        ge=1,
+        le=10**9,
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,11 +77,11 @@ class ModelSection(Section):
 
 # options several architectures share, declared once so they read and bound alike
 def _num_classes() -> Any:
-    return setting(None, "classes", ge=2)
+    return setting(None, "classes", ge=2, le=MAX_WIDTH)
 
 
 def _in_channels() -> Any:
-    return setting(None, "input channels", ge=1)
+    return setting(None, "input channels", ge=1, le=MAX_WIDTH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,20 +90,26 @@ class OptunetModel(ModelSection):
     name: Literal["optunet"] = setting(doc="architecture")
     in_channels: int | None = _in_channels()
     num_classes: int | None = _num_classes()
-    conv1_channels: int | None = setting(None, "channels of the first convolution", ge=1)
-    conv2_channels: int | None = setting(None, "channels of the second (grouped) convolution", ge=1)
-    kernel1: int | None = setting(None, "kernel size of the first convolution", ge=1)
-    kernel2: int | None = setting(None, "kernel size of the second convolution", ge=1)
-    groups: int | None = setting(None, "groups of the second convolution", ge=1)
-    pool: int | None = setting(None, "max-pooling size and stride", ge=1)
-    hidden: int | None = setting(None, "width of the hidden linear layer", ge=1)
+    conv1_channels: int | None = setting(
+        None, "channels of the first convolution", ge=1, le=MAX_WIDTH
+    )
+    conv2_channels: int | None = setting(
+        None, "channels of the second (grouped) convolution", ge=1, le=MAX_WIDTH
+    )
+    kernel1: int | None = setting(None, "kernel size of the first convolution", ge=1, le=MAX_WIDTH)
+    kernel2: int | None = setting(None, "kernel size of the second convolution", ge=1, le=MAX_WIDTH)
+    groups: int | None = setting(None, "groups of the second convolution", ge=1, le=MAX_WIDTH)
+    pool: int | None = setting(None, "max-pooling size and stride", ge=1, le=MAX_WIDTH)
+    hidden: int | None = setting(None, "width of the hidden linear layer", ge=1, le=MAX_WIDTH)
 
 
 @dataclasses.dataclass(frozen=True)
 class MlpModel(ModelSection):
     DOC = "a ReLU multilayer perceptron (inputs flattened)"
     name: Literal["mlp"] = setting(doc="architecture")
-    widths: tuple[int, ...] = setting(doc="input, hidden and output widths", ge=1, min_items=2)
+    widths: tuple[int, ...] = setting(
+        doc="input, hidden and output widths", ge=1, min_items=2, le=MAX_WIDTH
+    )
     bias: bool | None = setting(None, "whether the linear layers have biases")
 
 
@@ -110,7 +130,9 @@ class Resnet20FrnSiluModel(ModelSection):
     name: Literal["resnet20_frn_silu"] = setting(doc="architecture")
     num_classes: int | None = _num_classes()
     in_channels: int | None = _in_channels()
-    width: int | None = setting(None, "channels of the first stage (doubled at each stage)", ge=1)
+    width: int | None = setting(
+        None, "channels of the first stage (doubled at each stage)", ge=1, le=MAX_WIDTH
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +152,7 @@ class ImportedModel(ModelSection):
         "symmetry structure (default: guessed from the first layer, 32 x 32 maps for a conv)",
         ge=1,
         min_items=1,
+        le=MAX_WIDTH,
     )
 
 
@@ -150,15 +173,15 @@ class Recipe(Section):
     """
 
     DOC = "training recipe of every network of the target posterior (paper appendix B.1)"
-    epochs: int = setting(doc="passes over the training set", ge=1)
-    batch_size: int = setting(doc="images per SGD step", ge=1)
+    epochs: int = setting(doc="passes over the training set", ge=1, le=MAX_EPOCHS)
+    batch_size: int = setting(doc="images per SGD step", ge=1, le=MAX_BATCH)
     lr: float = setting(doc="learning rate of the first epoch", gt=0)
     momentum: float = setting(0.0, "SGD momentum", ge=0, lt=1)
     nesterov: bool = setting(False, "Nesterov momentum")
     weight_decay: float = setting(0.0, "L2 penalty added to the gradient", ge=0)
     schedule: Schedule = setting("multistep", "learning-rate schedule")
     milestones: tuple[int, ...] = setting(
-        (), "epochs at which multistep multiplies lr by gamma", ge=1, increasing=True
+        (), "epochs at which multistep multiplies lr by gamma", ge=1, increasing=True, le=MAX_EPOCHS
     )
     gamma: float = setting(0.1, "multistep's factor", gt=0, le=1)
     augment: Literal["none", "crop", "crop_flip"] = setting(
@@ -172,6 +195,12 @@ class Recipe(Section):
             raise ConfigError(
                 f"{where}.milestones: only schedule multistep uses them, not {self.schedule!r}"
             )
+        for index, milestone in enumerate(self.milestones):
+            if milestone >= self.epochs:  # epochs are numbered 0 .. epochs - 1
+                raise ConfigError(
+                    f"{where}.milestones[{index}]: milestone {milestone} is not below epochs "
+                    f"({self.epochs}): it would never take effect"
+                )
 
     def lr_at(self, epoch: int) -> float:
         """Learning rate used throughout epoch `epoch` (0-based)."""
@@ -209,10 +238,11 @@ def recipe_changes(name: str, doc: str, **defaults: Any) -> type[Section]:
         field = dataclasses.field(default=default, metadata=f.metadata)
         specs.append((f.name, hints[f.name] | None, field))
 
-    def apply(self, recipe: Recipe) -> Recipe:
-        """``recipe`` with these changes (checked like any recipe)."""
+    def apply(self, recipe: Recipe, where: str | None = None) -> Recipe:
+        """``recipe`` with these changes (checked like any recipe; errors name ``where``, the
+        config path of these changes)."""
         changes = {k: v for k, v in self.to_dict().items() if v is not None}
-        return Recipe.parse({**recipe.to_dict(), **changes}, self.WHERE)
+        return Recipe.parse({**recipe.to_dict(), **changes}, where or self.WHERE)
 
     cls = dataclasses.make_dataclass(
         name,
@@ -227,11 +257,11 @@ def recipe_changes(name: str, doc: str, **defaults: Any) -> type[Section]:
 @dataclasses.dataclass(frozen=True)
 class Posterior(Section):
     DOC = "the target posterior: N networks trained from seeds first_seed .. first_seed + N - 1"
-    n_samples: int = setting(doc="networks of the target posterior", ge=2)
+    n_samples: int = setting(doc="networks of the target posterior", ge=2, le=MAX_NETWORKS)
     shard_size: int = setting(
-        doc="seeds trained by one job (a batch of networks trained at once)", ge=1
+        doc="seeds trained by one job (a batch of networks trained at once)", ge=1, le=MAX_NETWORKS
     )
-    first_seed: int = setting(0, "seed of the first network", ge=0)
+    first_seed: int = setting(0, "seed of the first network", ge=0, le=MAX_SEED)
     min_accuracy: float = setting(
         0.5, "test accuracy under which a network is flagged as not converged", ge=0, le=1
     )
@@ -241,6 +271,7 @@ class Posterior(Section):
         "that the recipe reaches its plateau (the report compares their test accuracy at 1x "
         "and 2x); none: no such check",
         ge=2,
+        le=MAX_NETWORKS,
     )
     max_below_median: float | None = setting(
         None,
@@ -302,7 +333,7 @@ class Posterior(Section):
 @dataclasses.dataclass(frozen=True)
 class Compute(Section):
     DOC = "resources of one training, sampling or prediction job (never a rerun trigger)"
-    gpus: int = setting(0, "GPUs per job (0: CPU only)", ge=0)
-    threads: int = setting(1, "CPU threads per job", ge=1)
-    mem_mb: int = setting(2000, "memory per job in MB", ge=100)
-    runtime_min: int = setting(60, "wall-time limit per job in minutes", ge=1)
+    gpus: int = setting(0, "GPUs per job (0: CPU only)", ge=0, le=64)
+    threads: int = setting(1, "CPU threads per job", ge=1, le=4096)
+    mem_mb: int = setting(2000, "memory per job in MB", ge=100, le=100_000_000)
+    runtime_min: int = setting(60, "wall-time limit per job in minutes", ge=1, le=525_600)

@@ -4,12 +4,13 @@ environment a run needs (data folder, downloads, device), which never changes a 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import Literal
 
 from symbnn.settings.analyses import Analyses
-from symbnn.settings.base import ConfigError, Section, setting
-from symbnn.settings.methods import Methods
+from symbnn.settings.base import ConfigError, Problems, Section, setting
+from symbnn.settings.methods import Bnn, Methods
 from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRemoval
 from symbnn.settings.training import Compute, Data, Model, Posterior, Recipe
 
@@ -37,21 +38,38 @@ class Experiment(Section):
     alignment: Alignment = setting(Alignment(), "alignment and loss barriers")
 
     def check(self, where: str) -> None:
+        problems = Problems()
         members = self.mmd.de_members
         if members is not None and members > self.posterior.n_samples - 2:
-            raise ConfigError(
+            problems.add(
                 f"{where}.mmd.de_members: {members} must leave at least 2 of the "
                 f"{self.posterior.n_samples} target networks"
             )
         if self.posterior.source == "checkpoints":
-            self._check_released_model(where)
+            with problems.collect():
+                self._check_released_model(where)
         elif self.methods is not None:
             pool, target = self.methods.pool_seeds, self.posterior.seeds
             if pool.start < target.stop and target.start < pool.stop:
-                raise ConfigError(
+                problems.add(
                     f"{where}.methods.first_seed: the pool's seeds {pool.start}..{pool.stop - 1} "
                     f"overlap the target posterior's {target.start}..{target.stop - 1}"
                 )
+        # the variational trainings' recipes are the experiment's with their changes: each
+        # must be a valid recipe (e.g. milestones within changed epochs)
+        for key, bnn in self._variational_fits():
+            with problems.collect():
+                bnn.recipe.apply(self.recipe, f"{where}.{key}.recipe")
+        problems.raise_any()
+
+    def _variational_fits(self) -> list[tuple[str, Bnn]]:
+        """(config path, settings) of each variational fit the experiment trains."""
+        fits = []
+        if self.methods is not None and self.methods.bnn is not None:
+            fits.append(("methods.bnn", self.methods.bnn))
+        if self.alignment.variational is not None:
+            fits.append(("alignment.variational.bnn", self.alignment.variational.bnn))
+        return fits
 
     def _check_released_model(self, where: str) -> None:
         """The model must be the released networks' architecture (the stem of a ResNet-18
@@ -106,21 +124,52 @@ class Config(Section):
 
     def check(self, where: str) -> None:
         prefix = f"{where}." if where else ""
+        problems = Problems()
         if not self.experiments:
-            raise ConfigError(f"{prefix}experiments: define at least one experiment")
+            problems.add(f"{prefix}experiments: define at least one experiment")
         for name in self.experiments:
             if not NAME_PATTERN.match(name):
-                raise ConfigError(
-                    f"{prefix}experiments.{name}: names use letters, digits and '-' only"
-                )
+                problems.add(f"{prefix}experiments.{name}: names use letters, digits and '-' only")
             if name in RESERVED_NAMES:
-                raise ConfigError(
+                problems.add(
                     f"{prefix}experiments.{name}: the name is taken by the folder {self.results}/{name}; "
                     "rename the experiment"
                 )
         for index, name in enumerate(self.run):
             if name not in self.experiments:
-                raise ConfigError(
+                problems.add(
                     f"{prefix}run[{index}]: experiment {name!r} is not defined under experiments "
                     f"(defined: {', '.join(self.experiments)})"
                 )
+        with problems.collect():
+            check_results_folder(self.results, f"{prefix}results")
+        problems.raise_any()
+        with problems.collect():
+            self._check_permutation_frequency(prefix)
+        problems.raise_any()
+
+    def _check_permutation_frequency(self, prefix: str) -> None:
+        """The analysis's epochs and milestones must make a valid recipe with the recipe of
+        each experiment it runs on."""
+        from symbnn.analyses.plan import permutation_frequency_experiments
+
+        settings = self.analyses.permutation_frequency
+        where = f"{prefix}analyses.permutation_frequency"
+        for name in permutation_frequency_experiments(self):
+            try:
+                settings.recipe_for(self.experiments[name].recipe, where)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (with experiment {name}'s recipe)") from None
+
+
+def check_results_folder(results: str, where: str) -> None:
+    """``results`` must name a folder that can hold the outputs: not empty, and not a
+    filesystem root (`/`), where the experiments' folders would land."""
+    if not results.strip():
+        raise ConfigError(f"{where}: empty; name the folder that receives the outputs")
+    folder = os.path.abspath(results)
+    if os.path.dirname(folder) == folder:
+        raise ConfigError(
+            f"{where}: {results!r} is the filesystem root {folder}; name a folder of its own "
+            "(e.g. results)"
+        )

@@ -7,11 +7,15 @@ import torch
 from torch import nn
 
 from symbnn.data.core import ImageData
+from symbnn.settings import Methods
 
 
 @torch.no_grad()
 def accuracy(
-    model: nn.Module, data: ImageData, device: torch.device | str = "cpu", batch_size: int = 1000
+    model: nn.Module,
+    data: ImageData,
+    device: torch.device | str = "cpu",
+    batch_size: int = Methods.default("predict_batch"),
 ) -> float:
     was_training = model.training
     model.eval()

@@ -15,9 +15,9 @@ class StackedSGD:
     def __init__(
         self,
         params: dict[str, torch.Tensor],
-        momentum: float = 0.0,
-        nesterov: bool = False,
-        weight_decay: float = 0.0,
+        momentum: float,
+        nesterov: bool,
+        weight_decay: float,
     ) -> None:
         if nesterov and momentum == 0:
             raise ValueError("Nesterov momentum needs momentum > 0")
