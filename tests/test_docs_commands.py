@@ -57,6 +57,7 @@ def runner_of(command):
         ("synopsis", r"symbnn [a-z]+\b.*[\[|A-Z]"),
         # needs a finished run's results: tests/test_workflow.py runs them
         ("results", r"(\.venv/bin/)?symbnn store (info|validate) |cat results/|xdg-open "),
+        ("config", r"\.venv/bin/symbnn config (check|schema)\b"),
         ("snakemake", r"\.venv/bin/snakemake "),
         ("make", r"(\w+=\S+ )?make \w"),
         ("dvc-remote", r"\.venv/bin/dvc remote (add|modify) --local "),
@@ -120,6 +121,16 @@ def test_synopsis_names_real_commands_and_options(command):
     helps = [symbnn_help(p) for p in paths]
     for option in re.findall(r"--[a-z][a-z-]*", command):
         assert any(option in text for text in helps), (option, paths)
+
+
+@pytest.mark.parametrize("command", commands_of("config"))
+def test_documented_config_command_runs(command):
+    """`symbnn config check --resolved` and `symbnn config schema` on the repository's
+    config.yaml, as typed from the repository root."""
+    argv = [sys.executable, "-m", "symbnn.cli", *shlex.split(command)[1:]]
+    result = run(argv)
+    assert result.returncode == 0, result.stdout[-1000:] + result.stderr[-1000:]
+    assert result.stdout.strip()
 
 
 def snakemake_argv(words, workdir):
