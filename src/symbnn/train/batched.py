@@ -20,7 +20,8 @@ from symbnn.progress import progress as progress_bar
 from symbnn.settings import Recipe
 from symbnn.train import mlp_stacked, optunet_stacked
 from symbnn.train.batches import batch_bounds, epoch_orders
-from symbnn.train.losses import per_network_loss
+from symbnn.train.flat import FlatStack
+from symbnn.train.parallel import chunk_runner, cpu_workers
 from symbnn.train.seeding import build_seeded_model, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
@@ -37,24 +38,27 @@ def stacked_net(
     generic: bool = False,
     dtype: torch.dtype = torch.float32,
 ):
-    """The fastest stacked formulation for `model`: the matmul forms of OptuNet and of MLPs
+    """The fastest stacked formulation for `model`: the hand-written OptuNet and MLP passes
     when they apply (unless `generic`), vmap otherwise (images only)."""
     if not generic and augment == "none":
-        if optunet_stacked.supports(model) and dtype == torch.float32:
-            return optunet_stacked.OptuNetStacked(model, train, device)
+        if optunet_stacked.supports(model) and isinstance(train, ImageData):
+            return optunet_stacked.OptuNetStacked(model, train, device, dtype)
         if mlp_stacked.supports(model):
             return mlp_stacked.MLPStacked(model, train, device, dtype)
     if not isinstance(train, ImageData):
-        raise ValueError(f"tabular data trains MLPs with biases only, not {type(model).__name__}")
+        raise ValueError(f"tabular data trains MLPs only, not {type(model).__name__}")
     return VmapNet(model, train, device, augment=augment)
 
 
-def default_chunk(net, batch_size: int, k: int, device: torch.device | str) -> int:
-    """Models per forward/backward: all of them on an accelerator, about CPU_CHUNK_BYTES of
-    intermediates on a CPU."""
+def default_chunk(net, batch_size: int, k: int, device: torch.device | str, workers: int) -> int:
+    """Models per forward/backward: all of them on an accelerator; on a CPU about
+    CPU_CHUNK_BYTES of intermediates, in chunks of even size, at least one per worker."""
     if torch.device(device).type != "cpu":
         return k
-    return max(1, min(k, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size))))
+    by_size = max(1, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size)))
+    n_chunks = -(-k // by_size)
+    n_chunks = -(-n_chunks // workers) * workers  # a multiple of the workers
+    return max(1, -(-k // n_chunks))
 
 
 def train_batched(
@@ -79,47 +83,57 @@ def train_batched(
     template = models[0]
     if any(True for _ in template.buffers()):
         raise ValueError("the batched trainer needs a model without buffers; use the loop trainer")
-    params = {
-        name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(
-            device, dtype
-        )
-        for name, _ in template.named_parameters()
-    }
+    params = FlatStack.of(
+        {
+            name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(
+                device, dtype
+            )
+            for name, _ in template.named_parameters()
+        }
+    )
     del models
 
     net = stacked_net(template, train, device, recipe.augment, generic, dtype)
     k, n = len(seeds), len(train)
-    chunk = chunk or default_chunk(net, recipe.batch_size, k, device)
+    workers = cpu_workers(device, k)
+    chunk = chunk or default_chunk(net, recipe.batch_size, k, device, workers)
     chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
     order_generators = [seed_generator(seed, "order") for seed in seeds]
     augment_generators = (
         [seed_generator(seed, "augment") for seed in seeds] if recipe.augment != "none" else None
     )
     targets = train.targets.to(device)
-    optimizer = StackedSGD(params, recipe.momentum, recipe.nesterov, recipe.weight_decay)
-    grads = {name: torch.empty_like(p) for name, p in params.items()}
+    grads = params.zeros_like()
+    # one tensor for every parameter of every model: the update is a few elementwise ops
+    optimizer = StackedSGD(
+        {"all": params.data}, recipe.momentum, recipe.nesterov, recipe.weight_decay
+    )
     loss_sum = torch.zeros(k, dtype=torch.float64, device=device)  # no host sync per step
+
+    def step_chunk(part: slice, idx: torch.Tensor, size: int) -> None:
+        gens = augment_generators[part] if augment_generators else None
+        losses = net.loss_and_grads(
+            params.rows(part),
+            net.inputs(idx[part], gens),
+            targets[idx[part]],
+            loss,
+            grads.rows(part),
+        )
+        loss_sum[part] += losses * size
 
     bounds = batch_bounds(n, recipe.batch_size)
     bar = progress_bar(
         total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step", enabled=progress
     )
-    for epoch in range(recipe.epochs):
-        lr = recipe.lr_at(epoch)
-        orders = epoch_orders(n, order_generators).to(device)
-        loss_sum.zero_()
-        for start, stop in bounds:
-            idx = orders[:, start:stop]
-            for part in chunks:
-                gens = augment_generators[part] if augment_generators else None
-                leaf = {name: p[part].detach().requires_grad_() for name, p in params.items()}
-                outputs = net.forward(leaf, net.inputs(idx[part], gens))
-                losses = per_network_loss(outputs, targets[idx[part]], loss)
-                # models are independent: d(sum of losses)/d(model k) = d(loss k)/d(model k)
-                for name, grad in zip(leaf, torch.autograd.grad(losses.sum(), list(leaf.values()))):
-                    grads[name][part] = grad
-                loss_sum[part] += losses.detach() * (stop - start)
-            optimizer.step(grads, lr)
-            bar.update()
+    with chunk_runner(workers) as run:
+        for epoch in range(recipe.epochs):
+            lr = recipe.lr_at(epoch)
+            orders = epoch_orders(n, order_generators).to(device)
+            loss_sum.zero_()
+            for start, stop in bounds:
+                idx = orders[:, start:stop]
+                run(step_chunk, [(part, idx, stop - start) for part in chunks])
+                optimizer.step({"all": grads.data}, lr)
+                bar.update()
     bar.close()
-    return params, loss_sum / n, template
+    return params.unflatten(), loss_sum / n, template

@@ -15,6 +15,9 @@ from torch import nn
 
 from symbnn.data.core import ImageData
 from symbnn.train.batches import augment_crop_flip
+from symbnn.train.losses import per_network_loss
+
+VMAP_GRAD = True
 
 
 class VmapNet:
@@ -39,6 +42,7 @@ class VmapNet:
             return torch.func.functional_call(self.skeleton, params, (x,))
 
         self._forward = torch.func.vmap(one_model)
+        self._grad_fns: dict[str, object] = {}
 
     def bytes_per_model(self, batch_size: int) -> int:
         """Rough size of one model's step intermediates (inputs and a few activations)."""
@@ -55,5 +59,38 @@ class VmapNet:
         ]
         return self.data.normalize(torch.stack(crops))
 
-    def forward(self, params: dict[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+    def logits(self, params: dict[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
         return self._forward(params, inputs)
+
+    def _grad_fn(self, loss: str):
+        """vmap over models of the gradient of one model's loss (torch.func: no leaves, no
+        graph over the whole stack)."""
+        if loss not in self._grad_fns:
+
+            def one_loss(params, x, y):
+                out = torch.func.functional_call(self.skeleton, params, (x,))
+                return per_network_loss(out.unsqueeze(0), y.unsqueeze(0), loss)[0]
+
+            self._grad_fns[loss] = torch.func.vmap(torch.func.grad_and_value(one_loss))
+        return self._grad_fns[loss]
+
+    def loss_and_grads(
+        self,
+        params: dict[str, torch.Tensor],
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        loss: str,
+        grads: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """Each model's mean loss on its batch (K,); the gradients go into `grads`."""
+        if VMAP_GRAD:
+            found, losses = self._grad_fn(loss)(params, inputs, targets)
+            for name, grad in found.items():
+                grads[name].copy_(grad)
+            return losses
+        leaf = {name: p.detach().requires_grad_() for name, p in params.items()}
+        losses = per_network_loss(self._forward(leaf, inputs), targets, loss)
+        # models are independent: d(sum of losses)/d(model k) = d(loss k)/d(model k)
+        for name, grad in zip(leaf, torch.autograd.grad(losses.sum(), list(leaf.values()))):
+            grads[name].copy_(grad)
+        return losses.detach()
