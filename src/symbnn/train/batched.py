@@ -22,7 +22,7 @@ from symbnn.train import mlp_stacked, optunet_stacked
 from symbnn.train.batches import batch_bounds, epoch_orders
 from symbnn.train.flat import FlatStack
 from symbnn.train.parallel import chunk_runner, cpu_workers
-from symbnn.train.seeding import build_seeded_model, seed_generator
+from symbnn.train.seeding import build_seeded_model, init_parameters, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
 
@@ -52,13 +52,14 @@ def stacked_net(
 
 def default_chunk(net, batch_size: int, k: int, device: torch.device | str, workers: int) -> int:
     """Models per forward/backward: all of them on an accelerator; on a CPU about
-    CPU_CHUNK_BYTES of intermediates, in chunks of even size, at least one per worker."""
+    CPU_CHUNK_BYTES of intermediates, in chunks of even size, a multiple of the workers in
+    number where there are enough models, and two models at least (see `train_batched`)."""
     if torch.device(device).type != "cpu":
         return k
-    by_size = max(1, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size)))
+    by_size = max(2, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size)))
     n_chunks = -(-k // by_size)
-    n_chunks = -(-n_chunks // workers) * workers  # a multiple of the workers
-    return max(1, -(-k // n_chunks))
+    n_chunks = min(max(1, k // 2), -(-n_chunks // workers) * workers)
+    return -(-k // n_chunks)
 
 
 def train_batched(
@@ -79,19 +80,18 @@ def train_batched(
     of the models (the architecture). `loss` is one of `symbnn.train.losses.LOSSES`; `chunk`
     models go through each forward/backward (default: by size on a CPU, all on a GPU);
     `generic` forces the vmap formulation (for comparisons)."""
-    models = [build_seeded_model(model_spec, seed) for seed in seeds]
-    template = models[0]
+    template = build_seeded_model(model_spec, seeds[0])
     if any(True for _ in template.buffers()):
         raise ValueError("the batched trainer needs a model without buffers; use the loop trainer")
+    # every parameter is redrawn from the seed's own stream: one module serves all seeds
+    draws = [
+        {name: p.detach().clone() for name, p in init_parameters(template, gen).named_parameters()}
+        for gen in (seed_generator(seed, "init") for seed in seeds)
+    ]
     params = FlatStack.of(
-        {
-            name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(
-                device, dtype
-            )
-            for name, _ in template.named_parameters()
-        }
+        {name: torch.stack([d[name] for d in draws]).to(device, dtype) for name in draws[0]}
     )
-    del models
+    del draws
 
     net = stacked_net(template, train, device, recipe.augment, generic, dtype)
     k, n = len(seeds), len(train)
@@ -112,20 +112,35 @@ def train_batched(
 
     def step_chunk(part: slice, idx: torch.Tensor, size: int) -> None:
         gens = augment_generators[part] if augment_generators else None
-        losses = net.loss_and_grads(
-            params.rows(part),
-            net.inputs(idx[part], gens),
-            targets[idx[part]],
-            loss,
-            grads.rows(part),
-        )
+        if part.stop - part.start == 1 and getattr(net, "exact", False):
+            # torch computes a batch of one product by another route (a matrix-vector
+            # product where the result has one column) that rounds differently: a lone model
+            # steps in a pair with a copy of itself, so that it computes what it would in any
+            # larger chunk
+            pair, pair_grads = params.repeat_row(part.start, 2), grads.zeros_like(2)
+            losses = net.loss_and_grads(
+                pair.views,
+                net.inputs(idx[part].expand(2, -1)),
+                targets[idx[part]].expand(2, -1),
+                loss,
+                pair_grads.views,
+            )[:1]
+            grads.data[part] = pair_grads.data[:1]
+        else:
+            losses = net.loss_and_grads(
+                params.rows(part),
+                net.inputs(idx[part], gens),
+                targets[idx[part]],
+                loss,
+                grads.rows(part),
+            )
         loss_sum[part] += losses * size
 
     bounds = batch_bounds(n, recipe.batch_size)
     bar = progress_bar(
         total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step", enabled=progress
     )
-    with chunk_runner(workers) as run:
+    with chunk_runner(workers, device) as run:
         for epoch in range(recipe.epochs):
             lr = recipe.lr_at(epoch)
             orders = epoch_orders(n, order_generators).to(device)

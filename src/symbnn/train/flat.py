@@ -50,8 +50,15 @@ class FlatStack:
             flat.views[name].copy_(tensor)
         return flat
 
-    def zeros_like(self) -> FlatStack:
-        return FlatStack(self.shapes, self.data.shape[0], self.data.device, self.data.dtype)
+    def repeat_row(self, row: int, times: int) -> FlatStack:
+        """A stack of `times` copies of model `row`, in the same layout."""
+        out = self.zeros_like(times)
+        out.data.copy_(self.data[row].expand(times, -1))
+        return out
+
+    def zeros_like(self, k: int | None = None) -> FlatStack:
+        k = self.data.shape[0] if k is None else k
+        return FlatStack(self.shapes, k, self.data.device, self.data.dtype)
 
     def rows(self, part: slice) -> dict[str, torch.Tensor]:
         """Views of models `part` (name -> (k, *shape))."""

@@ -47,6 +47,9 @@ class MLPStacked:
     """The batched trainer's interface (`inputs`, `loss_and_grads`, `bytes_per_model`) and a
     plain forward (`logits`) for K stacked MLPs."""
 
+    # a model's arithmetic does not depend on the other models of its chunk (of two or more)
+    exact = True
+
     def __init__(
         self,
         model: MLP,

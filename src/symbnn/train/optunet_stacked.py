@@ -6,14 +6,17 @@ Why by hand: the network is so small that per-op overhead, autograd's bookkeepin
 temporaries cost more than the arithmetic; the hand-written pass is a fixed list of ~40 ops
 per chunk of models, all writing into reused buffers (`symbnn.train.workspace`).
 
-- conv1 + max-pool: every pooling window's input patch (all channels, pool + k1 - 1 pixels
-  square) is cut once for the whole normalised training set, so a batch is one row gather.
-  One matmul with a Toeplitz matrix (`symbnn.train.toeplitz`) gives the conv1 outputs at all
-  pool x pool positions of each window, laid out (position, channel) x windows so that the
-  max over positions is a reduction over an outer axis (`symbnn.train.pooling`). Square
-  windows waste the fewest zeros of the Toeplitz tilings measured (36 x 36, 16 of 36 entries
-  of a column non-zero for the default), and the pool's backward touches only the maxima.
-  conv1's input needs no gradient: its backward is one matmul for the kernel's gradient.
+- conv1 + max-pool: every pooling window's input patch (pool + k1 - 1 pixels square, all
+  channels) is cut once for the whole normalised training set, so a batch is one row gather.
+  For each row of the pooling window, a matmul with a Toeplitz matrix T
+  (`symbnn.train.toeplitz`; the same T for every row, conv1 being shift invariant) takes the
+  k1 patch rows it reads to its conv1 outputs; the results are laid out (position, channel) x
+  windows so that the max over positions is a reduction over an outer axis
+  (`symbnn.train.pooling`), whose backward touches only the maxima. Of the tilings measured,
+  this one wastes the fewest multiplications by zeros for matmul shapes that stay efficient
+  (T is 12 x 24 with 16 non-zeros a row for the default, against 36 x 36 for the whole
+  window and 108 x 96 for full image rows). conv1's input needs no gradient: its backward is
+  one matmul per pooling-window row for the kernel's gradient.
 - conv2 (grouped) is a row-Toeplitz matmul per (model, group) on windows of k2 pooled rows,
   copied out of the pooled maps; its input gradient goes back through the same windows.
 - global average pooling is a mean; the two linear layers are `symbnn.train.linear`.
@@ -57,6 +60,9 @@ class OptuNetStacked:
     """The batched trainer's interface (`inputs`, `loss_and_grads`, `bytes_per_model`) and a
     plain forward (`logits`) for K stacked OptuNets."""
 
+    # a model's arithmetic does not depend on the other models of its chunk (of two or more)
+    exact = True
+
     def __init__(
         self,
         model: OptuNet,
@@ -82,20 +88,23 @@ class OptuNetStacked:
         self.c1, self.c2, self.groups, self.k2, self.hp, self.wp = c1, c2, g, k2, hp, wp
         self.rows2, self.cols2 = hp - k2 + 1, wp - k2 + 1
         self.positions = p * p
-        self.features1 = c * s * s
+        self.features1 = s * c * s  # a patch: (row, channel, column)
+        self.row_features = c * s  # one patch row
+        self.pool = p
         self.features2 = (c1 // g) * k2 * wp
         self.columns2 = (c2 // g) * self.cols2
         self.device, self.dtype = torch.device(device), dtype
 
-        # conv1, transposed: T1t[(position, o), (ci, y, x)] over a window's patch
-        features1 = self.features1
+        # conv1, transposed, for one row of the pooling window: T1t[(dx, o), (y, ci, x)] over
+        # the k1 patch rows it reads
+        features_t1 = k1 * c * s
         self.toeplitz1 = ToeplitzIndex(
             c1,
             c,
             k1,
-            [(dy, dx) for dy in range(p) for dx in range(p)],
-            (self.positions * c1, features1),
-            place=lambda o, q, ci, y, x: (q * c1 + o) * features1 + (ci * s + y) * s + x,
+            [(0, dx) for dx in range(p)],
+            (p * c1, features_t1),
+            place=lambda o, q, ci, y, x: (q * c1 + o) * features_t1 + (y * c + ci) * s + x,
         ).to(device)
         # conv2 per group: T2[(ci, i, x), (o, x2)] over k2 pooled rows (channels of the group)
         columns2, cols2 = self.columns2, self.cols2
@@ -111,8 +120,8 @@ class OptuNetStacked:
         self._mean = None
 
         images = train.normalize(train.images.to(device), dtype).contiguous()
-        # patches[n, yp, xp, ci, y, x] = image[n, ci, yp * p + y, xp * p + x]
-        patches = images.as_strided((n, hp, wp, c, s, s), (c * h * w, p * w, p, h * w, w, 1))
+        # patches[n, yp, xp, y, ci, x] = image[n, ci, yp * p + y, xp * p + x]
+        patches = images.as_strided((n, hp, wp, s, c, s), (c * h * w, p * w, p, w, h * w, 1))
         if patches.numel() * patches.element_size() <= TABLE_BYTES_LIMIT:
             patches = patches.contiguous()
         self.patches = patches
@@ -164,7 +173,8 @@ class OptuNetStacked:
         t1 = ws.get("t1", (k,), self.toeplitz1.shape)
         self.toeplitz1.expand(params["conv1.weight"].reshape(k, -1), t1)
         z1 = ws.get("z1", (k,), (self.positions * self.c1, rows1))
-        torch.bmm(t1, patches.transpose(1, 2), out=z1)
+        for dy in range(self.pool):
+            torch.bmm(t1, self._patch_rows(patches, dy).transpose(1, 2), out=self._z_rows(z1, dy))
         pooled = ws.get("pooled", (k,), (1, windows))  # (K, 1, C1 * B * Hp * Wp)
         rank = ws.get("rank", (k,), (1, windows))
         max_pool(z1.view(k, self.positions, windows), self.weights, pooled, rank)
@@ -227,11 +237,22 @@ class OptuNetStacked:
         # max-pool: the gradient goes to each window's first maximum (into z1's buffer)
         d_z1 = z1.view(k, self.positions, -1)
         max_pool_backward(d_pooled, rank, ws.get("first", (k,), rank.shape[1:], torch.int64), d_z1)
-        d_t1 = ws.get("d_t1", (k,), self.toeplitz1.shape)
-        torch.bmm(z1, patches, out=d_t1)
+        d_t1 = ws.get("d_t1", (k, self.pool), self.toeplitz1.shape)
+        for dy in range(self.pool):
+            torch.bmm(self._z_rows(z1, dy), self._patch_rows(patches, dy), out=d_t1[:, dy])
         grads["conv1.weight"].copy_(
-            self.toeplitz1.kernel_grad(d_t1).view(grads["conv1.weight"].shape)
+            self.toeplitz1.kernel_grad(d_t1.sum(1)).view(grads["conv1.weight"].shape)
         )
+
+    def _patch_rows(self, patches: torch.Tensor, dy: int) -> torch.Tensor:
+        """(K, windows, k1 * C * side): the patch rows that row dy of the pooling window reads."""
+        start = dy * self.row_features
+        return patches[:, :, start : start + self.toeplitz1.shape[1]]
+
+    def _z_rows(self, z1: torch.Tensor, dy: int) -> torch.Tensor:
+        """(K, pool * C1, windows): conv1 outputs at row dy of the pooling windows."""
+        rows = self.toeplitz1.shape[0]
+        return z1[:, dy * rows : (dy + 1) * rows]
 
     def _mean_matrix(self, k: int, ws: Workspace) -> torch.Tensor:
         """(K * G, rows2 * C2/G * cols2, C2/G): a (model, group)'s conv2 outputs, one sample's

@@ -27,27 +27,31 @@ def cpu_workers(device: torch.device | str, k: int) -> int:
 
 
 @contextmanager
-def chunk_runner(workers: int) -> Iterator[Run]:
-    """`run(fn, jobs)` calls fn(*job) for every job and returns when all are done: in this
-    thread if `workers` is 1, else on `workers` threads with one torch thread each (torch's
-    thread count is restored afterwards)."""
-    if workers <= 1:
+def chunk_runner(workers: int, device: torch.device | str = "cpu") -> Iterator[Run]:
+    """`run(fn, jobs)` calls fn(*job) for every job and returns when all are done: on
+    `workers` threads (this one if 1). On a CPU every torch op then runs on one thread, this
+    one's included (torch's thread count is restored afterwards): a model alone computes
+    exactly what it computes in a chunk on a worker."""
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+    pool = (
+        ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
+        if workers > 1
+        else None
+    )
 
-        def run_here(fn, jobs):
+    def run(fn, jobs):
+        if pool is None:
             for job in jobs:
                 fn(*job)
-
-        yield run_here
-        return
-    threads = torch.get_num_threads()
-    pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
-
-    def run_pooled(fn, jobs):
+            return
         for future in [pool.submit(fn, *job) for job in jobs]:
             future.result()
 
     try:
-        yield run_pooled
+        yield run
     finally:
-        pool.shutdown()
+        if pool is not None:
+            pool.shutdown()
         torch.set_num_threads(threads)

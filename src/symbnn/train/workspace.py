@@ -24,7 +24,7 @@ ALIGN_BYTES = 64
 
 def padded_numel(numel: int, dtype: torch.dtype) -> int:
     """`numel` rounded up to a whole number of 64-byte lines of `dtype` elements."""
-    per_line = max(1, ALIGN_BYTES // torch.empty((), dtype=dtype).element_size())
+    per_line = max(1, ALIGN_BYTES // dtype.itemsize)
     return -(-numel // per_line) * per_line
 
 
@@ -45,6 +45,7 @@ class Workspace:
         self.device = torch.device(device)
         self.dtype = dtype
         self._buffers: dict[str, torch.Tensor] = {}
+        self._views: dict[tuple, torch.Tensor] = {}  # the same view for the same request
         self._constants: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def get(
@@ -54,6 +55,10 @@ class Workspace:
         shape: Sequence[int],
         dtype: torch.dtype | None = None,
     ) -> torch.Tensor:
+        key = (name, *batch, None, *shape, dtype)
+        view = self._views.get(key)
+        if view is not None:
+            return view
         dtype = dtype or self.dtype
         block = padded_numel(math.prod(shape), dtype)
         need = math.prod(batch) * block
@@ -61,8 +66,11 @@ class Workspace:
         if buffer is None or buffer.numel() < need or buffer.dtype != dtype:
             buffer = torch.empty(need, dtype=dtype, device=self.device)
             self._buffers[name] = buffer
+            self._views = {k: v for k, v in self._views.items() if k[0] != name}
         batch_strides = tuple(s * block for s in contiguous_strides(batch))
-        return buffer.as_strided((*batch, *shape), (*batch_strides, *contiguous_strides(shape)))
+        view = buffer.as_strided((*batch, *shape), (*batch_strides, *contiguous_strides(shape)))
+        self._views[key] = view
+        return view
 
     def constant(self, name: str, batch: Sequence[int], value: torch.Tensor) -> torch.Tensor:
         """`value` repeated over `batch`, aligned like `get`'s buffers; filled once per
