@@ -11,7 +11,7 @@ import torch
 
 from symbnn.data.core import ImageData, TensorData
 from symbnn.settings import Recipe
-from symbnn.train.batched import train_batched
+from symbnn.train.batched import default_chunks, train_batched
 from symbnn.train.flat import FlatStack
 from symbnn.train.linear import is_aligned
 from symbnn.train.losses import LOSSES, loss_and_grad, per_network_loss
@@ -242,3 +242,19 @@ def test_results_do_not_depend_on_the_thread_count():
     assert torch.get_num_threads() == 2  # restored after the workers
     for k in range(6):
         assert _equal_rows(one, two, k, k)
+
+
+def test_default_chunks_hold_two_models_at_least():
+    class Net:
+        chunk_bytes = 100
+
+        def bytes_per_model(self, batch_size):
+            return 10 * batch_size  # the budget would give one model a chunk
+
+    for k in (2, 3, 5, 7, 33):
+        chunks = default_chunks(Net(), 64, k, "cpu")
+        sizes = [part.stop - part.start for part in chunks]
+        assert chunks[0].start == 0 and chunks[-1].stop == k and sum(sizes) == k
+        assert min(sizes) >= 2 and max(sizes) - min(sizes) <= 1, (k, sizes)
+    assert default_chunks(Net(), 64, 1, "cpu") == [slice(0, 1)]
+    assert default_chunks(Net(), 64, 40, "cuda") == [slice(0, 40)]  # one chunk on a GPU

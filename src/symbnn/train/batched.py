@@ -3,9 +3,9 @@
 Each model keeps its own initial weights, data order and (if the recipe asks) augmentation,
 drawn from its seed's generators exactly as the loop trainer draws them; only the arithmetic
 is batched. Models go through forward/backward in chunks of the model axis, which changes no
-result (tested bit for bit): on a CPU, chunks of about 16 MiB of intermediates ran faster
-than the whole stack (OptuNet, K = 128, one thread: about 620 vs 440 model-steps per
-CPU-second, chunks of 17 vs 128); on a GPU one chunk holds every model.
+result (tested bit for bit): on a CPU, a chunk holds about `chunk_bytes` of intermediates (a
+stacked net's own figure, CPU_CHUNK_BYTES by default), and with several threads the chunks run
+side by side (`symbnn.train.parallel`); on a GPU one chunk holds every model.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from symbnn.settings import Recipe
 from symbnn.train import mlp_stacked, optunet_stacked
 from symbnn.train.batches import batch_bounds, epoch_orders
 from symbnn.train.flat import FlatStack
-from symbnn.train.parallel import chunk_runner, cpu_workers
+from symbnn.train.parallel import cpu_workers, in_threads, one_thread_per_op
 from symbnn.train.seeding import build_seeded_model, init_parameters, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
 
-# intermediates per chunk on a CPU (a size that stays in the L3 cache of small servers)
+# intermediates per chunk on a CPU, unless the stacked net says otherwise
 CPU_CHUNK_BYTES = 16 << 20
 
 
@@ -50,16 +50,20 @@ def stacked_net(
     return VmapNet(model, train, device, augment=augment)
 
 
-def default_chunk(net, batch_size: int, k: int, device: torch.device | str, workers: int) -> int:
-    """Models per forward/backward: all of them on an accelerator; on a CPU about
-    CPU_CHUNK_BYTES of intermediates, in chunks of even size, a multiple of the workers in
-    number where there are enough models, and two models at least (see `train_batched`)."""
+def split(k: int, parts: int) -> list[slice]:
+    """range(k) in `parts` consecutive slices whose sizes differ by one at most."""
+    return [slice(i * k // parts, (i + 1) * k // parts) for i in range(parts)]
+
+
+def default_chunks(net, batch_size: int, k: int, device: torch.device | str) -> list[slice]:
+    """The models of each forward/backward: all of them on an accelerator; on a CPU about the
+    net's `chunk_bytes` of intermediates a chunk, in chunks of even size and two models at
+    least (see `_train_shard`)."""
     if torch.device(device).type != "cpu":
-        return k
-    by_size = max(2, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size)))
-    n_chunks = -(-k // by_size)
-    n_chunks = min(max(1, k // 2), -(-n_chunks // workers) * workers)
-    return -(-k // n_chunks)
+        return [slice(0, k)]
+    budget = getattr(net, "chunk_bytes", CPU_CHUNK_BYTES)
+    by_size = max(2, budget // max(1, net.bytes_per_model(batch_size)))
+    return split(k, min(max(1, k // 2), -(-k // by_size)))
 
 
 def train_batched(
@@ -88,16 +92,60 @@ def train_batched(
         {name: p.detach().clone() for name, p in init_parameters(template, gen).named_parameters()}
         for gen in (seed_generator(seed, "init") for seed in seeds)
     ]
-    params = FlatStack.of(
-        {name: torch.stack([d[name] for d in draws]).to(device, dtype) for name in draws[0]}
-    )
+    stacked = {name: torch.stack([d[name] for d in draws]).to(device, dtype) for name in draws[0]}
     del draws
 
     net = stacked_net(template, train, device, recipe.augment, generic, dtype)
-    k, n = len(seeds), len(train)
+    k = len(seeds)
+    # models are independent: on several CPU threads, each trains its own shard of them from
+    # start to end, with no step in common
     workers = cpu_workers(device, k)
-    chunk = chunk or default_chunk(net, recipe.batch_size, k, device, workers)
-    chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
+    shards = split(k, workers)
+    bar = progress_bar(
+        total=recipe.epochs * len(batch_bounds(len(train), recipe.batch_size)) * k,
+        desc=f"train ({k} models)",
+        unit="model-step",
+        enabled=progress,
+    )
+
+    def train_shard(part: slice) -> tuple[FlatStack, torch.Tensor]:
+        return _train_shard(
+            net,
+            recipe,
+            train,
+            [seeds[i] for i in range(part.start, part.stop)],
+            FlatStack.of({name: p[part] for name, p in stacked.items()}),
+            chunk,
+            loss,
+            device,
+            bar,
+        )
+
+    with one_thread_per_op(device):
+        results = in_threads(train_shard, shards)
+    bar.close()
+    params = {name: torch.cat([shard.views[name] for shard, _ in results]) for name in stacked}
+    return params, torch.cat([losses for _, losses in results]), template
+
+
+def _train_shard(
+    net,
+    recipe: Recipe,
+    train: ImageData | TensorData,
+    seeds: Sequence[int],
+    params: FlatStack,
+    chunk: int | None,
+    loss: str,
+    device: torch.device | str,
+    bar,
+) -> tuple[FlatStack, torch.Tensor]:
+    """Train the models of `params` (seeds `seeds`) in place: returns them and their
+    final-epoch mean losses."""
+    k, n = len(seeds), len(train)
+    if chunk:
+        chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
+    else:
+        chunks = default_chunks(net, recipe.batch_size, k, device)
     order_generators = [seed_generator(seed, "order") for seed in seeds]
     augment_generators = (
         [seed_generator(seed, "augment") for seed in seeds] if recipe.augment != "none" else None
@@ -136,19 +184,14 @@ def train_batched(
             )
         loss_sum[part] += losses * size
 
-    bounds = batch_bounds(n, recipe.batch_size)
-    bar = progress_bar(
-        total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step", enabled=progress
-    )
-    with chunk_runner(workers, device) as run:
-        for epoch in range(recipe.epochs):
-            lr = recipe.lr_at(epoch)
-            orders = epoch_orders(n, order_generators).to(device)
-            loss_sum.zero_()
-            for start, stop in bounds:
-                idx = orders[:, start:stop]
-                run(step_chunk, [(part, idx, stop - start) for part in chunks])
-                optimizer.step({"all": grads.data}, lr)
-                bar.update()
-    bar.close()
-    return params.unflatten(), loss_sum / n, template
+    for epoch in range(recipe.epochs):
+        lr = recipe.lr_at(epoch)
+        orders = epoch_orders(n, order_generators).to(device)
+        loss_sum.zero_()
+        for start, stop in batch_bounds(n, recipe.batch_size):
+            idx = orders[:, start:stop]
+            for part in chunks:
+                step_chunk(part, idx, stop - start)
+            optimizer.step({"all": grads.data}, lr)
+            bar.update(k)
+    return params, loss_sum / n

@@ -1,10 +1,10 @@
-"""Chunks of stacked models on several CPU threads, every torch op single-threaded in them.
+"""Shards of stacked models on several CPU threads, every torch op single-threaded.
 
 The batched trainer's ops are many and small: splitting each op over threads (torch's
-intra-op parallelism) leaves most of them serial, while whole chunks of models on separate
+intra-op parallelism) leaves most of them serial, while independent models on separate
 threads keep every core busy (torch releases the GIL inside its ops). A single-threaded op
-also computes the same bits whatever the thread count, so a model's weights do not depend on
-how many threads trained it.
+also computes the same bits whatever the thread count, so a model's weights depend neither on
+how many threads trained it nor on the models trained beside it.
 """
 
 from __future__ import annotations
@@ -12,46 +12,39 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TypeVar
 
 import torch
 
-Run = Callable[[Callable[..., None], Sequence[tuple]], None]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def cpu_workers(device: torch.device | str, k: int) -> int:
     """Threads for `k` models: torch's CPU thread count on a CPU (at most one per model), one
-    on an accelerator (a single chunk holds every model there)."""
+    on an accelerator."""
     if torch.device(device).type != "cpu":
         return 1
     return max(1, min(torch.get_num_threads(), k))
 
 
 @contextmanager
-def chunk_runner(workers: int, device: torch.device | str = "cpu") -> Iterator[Run]:
-    """`run(fn, jobs)` calls fn(*job) for every job and returns when all are done: on
-    `workers` threads (this one if 1). On a CPU every torch op then runs on one thread, this
-    one's included (torch's thread count is restored afterwards): a model alone computes
-    exactly what it computes in a chunk on a worker."""
+def one_thread_per_op(device: torch.device | str) -> Iterator[None]:
+    """On a CPU, torch ops run on one thread in this thread until the block ends (torch's
+    thread count is restored afterwards)."""
     threads = torch.get_num_threads()
     if torch.device(device).type == "cpu":
         torch.set_num_threads(1)
-    pool = (
-        ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
-        if workers > 1
-        else None
-    )
-
-    def run(fn, jobs):
-        if pool is None:
-            for job in jobs:
-                fn(*job)
-            return
-        for future in [pool.submit(fn, *job) for job in jobs]:
-            future.result()
-
     try:
-        yield run
+        yield
     finally:
-        if pool is not None:
-            pool.shutdown()
         torch.set_num_threads(threads)
+
+
+def in_threads(fn: Callable[[T], R], jobs: Sequence[T]) -> list[R]:
+    """[fn(job) for job in jobs]: here for a single job, else each job on a thread of its own
+    whose torch ops run on one thread."""
+    if len(jobs) == 1:
+        return [fn(jobs[0])]
+    with ThreadPoolExecutor(len(jobs), initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        return list(pool.map(fn, jobs))
