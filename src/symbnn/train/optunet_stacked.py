@@ -121,7 +121,11 @@ class OptuNetStacked:
             place=lambda o, q, ci, y, x: ((ci * k2 + y) * wp + x) * columns2 + o * cols2 + q,
         ).to(device)
         self.weights = descending(self.positions, dtype, device)
-        self._mean = None
+        c2g = c2 // g
+        mean = torch.zeros(self.rows2, c2g, self.cols2, c2g, dtype=dtype)
+        for o in range(c2g):
+            mean[:, o, :, o] = 1.0 / (self.rows2 * self.cols2)
+        self._mean = mean.view(-1, c2g).to(device)
 
         images = train.normalize(train.images.to(device), dtype).contiguous()
         # patches[n, yp, xp, y, ci, x] = image[n, ci, yp * p + y, xp * p + x]
@@ -261,12 +265,6 @@ class OptuNetStacked:
     def _mean_matrix(self, k: int, ws: Workspace) -> torch.Tensor:
         """(K * G, rows2 * C2/G * cols2, C2/G): a (model, group)'s conv2 outputs, one sample's
         per row, times this matrix are the means over the output map."""
-        if self._mean is None:
-            c2g, rows2, cols2 = self.c2 // self.groups, self.rows2, self.cols2
-            mean = torch.zeros(rows2, c2g, cols2, c2g, dtype=self.dtype)
-            for o in range(c2g):
-                mean[:, o, :, o] = 1.0 / (rows2 * cols2)
-            self._mean = mean.view(-1, c2g).to(self.device)
         return ws.constant("mean", (k * self.groups,), self._mean)
 
     def _maps_view(self, pooled: torch.Tensor, b: int) -> torch.Tensor:
