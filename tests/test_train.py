@@ -339,8 +339,12 @@ def test_stacked_sgd_is_torch_sgd(momentum, nesterov, weight_decay):
     steps = [{n: torch.randn(3, *s, generator=g) for n, s in shapes.items()} for _ in range(3)]
     stacked = {n: t.clone() for n, t in start.items()}
     optimizer = StackedSGD(stacked, momentum, nesterov, weight_decay)
+    in_place = {n: t.clone() for n, t in start.items()}  # gradients as scratch space
+    scratch = StackedSGD(in_place, momentum, nesterov, weight_decay)
     for grads in steps:
         optimizer.step(grads, lr=0.1)
+        scratch.step({n: g.clone() for n, g in grads.items()}, lr=0.1, scratch=True)
+    assert all(torch.equal(in_place[n], stacked[n]) for n in shapes)
     for k in range(3):
         params = [torch.nn.Parameter(start[n][k].clone()) for n in shapes]
         reference = torch.optim.SGD(

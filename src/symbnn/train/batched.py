@@ -192,6 +192,6 @@ def _train_shard(
             idx = orders[:, start:stop]
             for part in chunks:
                 step_chunk(part, idx, stop - start)
-            optimizer.step({"all": grads.data}, lr)
+            optimizer.step({"all": grads.data}, lr, scratch=True)
             bar.update(k)
     return params, loss_sum / n
