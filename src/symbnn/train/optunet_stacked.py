@@ -228,7 +228,7 @@ class OptuNetStacked:
         grads["conv2.weight"].copy_(
             self.toeplitz2.kernel_grad(d_t2.flatten(0, 1)).view(grads["conv2.weight"].shape)
         )
-        d_win2 = ws.get("d_win2", (k, g), win2.shape[2:])
+        d_win2 = win2  # its windows are no longer needed: reuse the buffer (fewer cache misses)
         torch.bmm(d_z2.flatten(0, 1), t2.flatten(0, 1).transpose(1, 2), out=d_win2.flatten(0, 1))
 
         # windows back onto the pooled maps (overlapping rows add up), then the ReLU
