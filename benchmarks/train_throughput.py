@@ -1,28 +1,70 @@
-"""Training throughput: the loop over seeds vs the batched trainer (OptuNet, digits data).
+"""Training throughput: the loop over seeds vs the batched trainer, on the packaged digits.
 
-Reports model-steps per second (one SGD step of one model on a batch) of wall-clock time and
-the speed-up over the loop; every model draws its own batches. On a shared machine, wall time
-depends on the other processes: the last column, model-steps per CPU-second of this process,
-is the steadier figure for comparing trainers there. Each measurement trains with the real trainers
-(`train_one`, `train_batched`) for one epoch on the first `steps * batch` training images, so
-every model makes exactly `steps` steps; set-up (seeded models, data tables) is timed too.
+Trainers: `loop` (one nn.Module and torch.optim.SGD per seed, `train_one`), the batched
+trainer's hand-written OptuNet and MLP passes, and its generic vmap path (`--generic` form,
+any buffer-free model) on the same OptuNet. Models: the default experiment's OptuNet (4/12/10
+channels and units, 904 parameters) and two MLPs the analyses train on images (784-16-10 and
+barrier statistics' 784-64-10). Each measurement trains with the real trainers for one epoch
+on the first `steps * batch` training images, so every model makes exactly `steps` steps;
+set-up (seeded models, data tables, threads) is timed too. Best of `--repeats` runs per row.
 
-    python benchmarks/train_throughput.py                      # CPU, K = 32 128 512
-    python benchmarks/train_throughput.py --device cuda --steps 100
-    python benchmarks/train_throughput.py --k 8 32 --steps 10 --threads 1 --generic
+Figures: model-steps (one SGD step of one model on its own batch) per second of wall-clock
+time and per CPU-second of this process (all its threads), and each one's ratio to the loop
+on the same model and thread count. On a shared machine wall time depends on the other
+processes; CPU-seconds are the steadier figure. The load average (uptime) at start and end
+and a calibration figure (a pure-Python loop of 10**7 additions, seconds) come with the
+table, which goes into docs/benchmarks.md as a generated block (`--no-write`: print only).
+
+    python benchmarks/train_throughput.py                       # CPU, 1 and 2 threads, K = 32 128
+    python benchmarks/train_throughput.py --k 32 128 512 --repeats 5
+    python benchmarks/train_throughput.py --device cuda --threads 1 --k 128 512 --steps 40
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import torch
 
 from symbnn.data import load_dataset
+from symbnn.docblocks import write_block
 from symbnn.settings import Recipe
 from symbnn.train.batched import train_batched
 from symbnn.train.loop import train_one
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "benchmarks.md"
+DOC_HEAD = """# Benchmarks
+
+Speed figures of symbnn, each written by the script its block names; rerun the script to
+refresh its block.
+
+The `train-throughput` block compares the per-network training loop with the batched trainer
+(its hand-written OptuNet and MLP passes and its generic vmap path): model-steps per second of
+wall-clock time and per CPU-second, and the ratio to the loop on the same model and number of
+threads, with the machine's load and a calibration figure. Rerun it with
+`python benchmarks/train_throughput.py` (`--help` for the options).
+"""
+
+MODELS = {
+    "optunet-904": {"name": "optunet", "conv1_channels": 4, "conv2_channels": 12, "hidden": 10},
+    "mlp-784-16-10": {"name": "mlp", "widths": [784, 16, 10]},
+    "mlp-784-64-10": {"name": "mlp", "widths": [784, 64, 10]},
+}
+# (trainer label, model, batched formulation: None for the loop, else generic?)
+ROWS = [
+    ("loop", "optunet-904", None),
+    ("batched OptuNet", "optunet-904", False),
+    ("batched vmap", "optunet-904", True),
+    ("loop", "mlp-784-16-10", None),
+    ("batched MLP", "mlp-784-16-10", False),
+    ("loop", "mlp-784-64-10", None),
+    ("batched MLP", "mlp-784-64-10", False),
+]
 
 
 def _sync(device: str) -> None:
@@ -39,15 +81,36 @@ def timed(fn, device: str) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def time_loop(spec, recipe, train, models: int, device: str) -> tuple[float, float]:
-    return timed(
-        lambda: [train_one(spec, recipe, train, seed, device) for seed in range(models)], device
-    )
+def calibration() -> float:
+    """Seconds of a pure-Python loop of 10**7 additions (the machine's speed right now)."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(10**7):
+        total += i
+    return time.perf_counter() - start
 
 
-def time_batched(spec, recipe, train, k: int, device: str, generic: bool) -> tuple[float, float]:
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown CPU"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def run_once(spec, recipe, train, k: int, device: str, generic) -> tuple[float, float]:
+    if generic is None:
+        return timed(lambda: [train_one(spec, recipe, train, s, device) for s in range(k)], device)
     return timed(
-        lambda: train_batched(spec, recipe, train, list(range(k)), device, generic=generic), device
+        lambda: train_batched(spec, recipe, train, list(range(k)), device, generic=generic),
+        device,
     )
 
 
@@ -56,28 +119,27 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--k", type=int, nargs="+", default=[32, 128, 512], help="models trained at once"
+        "--k", type=int, nargs="+", default=[32, 128], help="models the batched trainer trains"
     )
-    parser.add_argument("--steps", type=int, default=10, help="SGD steps per model")
+    parser.add_argument("--steps", type=int, default=20, help="SGD steps per model")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument(
         "--loop-models", type=int, default=4, help="models the loop baseline trains"
     )
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch CPU threads (default: torch's)"
+        "--threads", type=int, nargs="+", default=[1, 2], help="torch CPU thread counts"
     )
-    parser.add_argument("--repeats", type=int, default=1, help="best of this many runs per row")
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per row")
     parser.add_argument(
-        "--generic", action="store_true", help="also time the generic vmap formulation"
+        "--no-write", action="store_true", help="print the table, leave docs/benchmarks.md alone"
     )
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda, but CUDA is not available")
+    if min(args.threads) < 1 or min(args.k) < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--threads, --k, --steps and --repeats must be positive")
 
-    spec = {"name": "optunet"}
     full = load_dataset("digits", "train")
     n = args.steps * args.batch
     if n > len(full):
@@ -86,51 +148,64 @@ def main() -> None:
         )
     train = full.subset(slice(0, n))
     recipe = Recipe(epochs=1, batch_size=args.batch, lr=0.04, weight_decay=2e-4)
+    warm = full.subset(slice(0, 2 * args.batch))  # first calls pay one-off library set-up
 
     device_name = (
         torch.cuda.get_device_name(args.device)
         if torch.device(args.device).type == "cuda"
-        else "cpu"
+        else cpu_model()
     )
-    print(
-        f"# OptuNet on digits, batch {args.batch}, {args.steps} steps per model, device {args.device} "
-        f"({device_name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
-    )
-    warm = full.subset(slice(0, 2 * args.batch))  # first calls pay one-off library set-up
-    time_batched(spec, recipe, warm, 2, args.device, False)
-    time_loop(spec, recipe, warm, 1, args.device)
+    load_start, calib = load_average(), calibration()
+    lines = []
 
-    print(
-        f"{'trainer':<14}{'K':>5}{'wall s':>9}{'CPU s':>9}{'model-steps/s':>15}{'vs loop':>9}{'per CPU-s':>11}"
-    )
-    loop_rate = None
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
 
-    def report(label: str, k: int, run) -> float:
-        runs = [run() for _ in range(args.repeats)]  # best of the repeats
-        wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
-        rate = k * args.steps / wall
-        ratio = rate / loop_rate if loop_rate else 1.0
-        print(
-            f"{label:<14}{k:>5}{wall:>9.2f}{cpu:>9.2f}{rate:>15.0f}{ratio:>8.1f}x{k * args.steps / cpu:>11.0f}",
-            flush=True,
-        )
-        return rate
-
-    loop_rate = report(
-        "loop",
-        args.loop_models,
-        lambda: time_loop(spec, recipe, train, args.loop_models, args.device),
+    emit(
+        f"Digits, batch {args.batch}, {args.steps} steps per model, device {args.device} "
+        f"({device_name}), torch {torch.__version__}; loop: {args.loop_models} models in turn."
     )
-    kinds = [("batched", False)] + ([("batched-vmap", True)] if args.generic else [])
-    for k in args.k:
-        for label, generic in kinds:
-            report(
-                label,
-                k,
-                lambda k=k, generic=generic: time_batched(
-                    spec, recipe, train, k, args.device, generic
-                ),
-            )
+    emit("")
+    emit(
+        "| trainer | model | K | threads | wall s | CPU s | model-steps/s | per CPU-s "
+        "| vs loop (wall) | vs loop (CPU) |"
+    )
+    emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    default_threads = torch.get_num_threads()
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        loop_rates: dict[str, tuple[float, float]] = {}
+        for label, model, generic in ROWS:
+            spec = MODELS[model]
+            run_once(spec, recipe, warm, 2 if generic is not None else 1, args.device, generic)
+            for k in [args.loop_models] if generic is None else args.k:
+                runs = [
+                    run_once(spec, recipe, train, k, args.device, generic)
+                    for _ in range(args.repeats)
+                ]
+                wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
+                rate, cpu_rate = k * args.steps / wall, k * args.steps / cpu
+                if generic is None:
+                    loop_rates[model] = (rate, cpu_rate)
+                base = loop_rates[model]
+                emit(
+                    f"| {label} | {model} | {1 if generic is None else k} | {threads} "
+                    f"| {wall:.2f} | {cpu:.2f} | {rate:.0f} | {cpu_rate:.0f} "
+                    f"| {rate / base[0]:.1f}x | {cpu_rate / base[1]:.1f}x |"
+                )
+    torch.set_num_threads(default_threads)
+    emit("")
+    emit(
+        f"Load average (1, 5, 15 min) {load_start} at start, {load_average()} at end; "
+        f"calibration (pure-Python loop of 10**7 additions) {calib:.2f} s. The loop row's K is "
+        f"1: its figures are per model, over {args.loop_models} models trained in turn."
+    )
+    if not args.no_write:
+        if not DOC.exists():
+            DOC.write_text(DOC_HEAD)
+        write_block(DOC, "train-throughput", "benchmarks/train_throughput.py", "\n".join(lines))
+        print(f"written to {DOC.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 Each model keeps its own initial weights, data order and (if the recipe asks) augmentation,
 drawn from its seed's generators exactly as the loop trainer draws them; only the arithmetic
 is batched. Models go through forward/backward in chunks of the model axis, which changes no
-result (tested bit for bit): on a CPU, chunks of about 16 MiB of intermediates ran faster
-than the whole stack (OptuNet, K = 128, one thread: about 620 vs 440 model-steps per
-CPU-second, chunks of 17 vs 128); on a GPU one chunk holds every model.
+result (tested bit for bit): on a CPU, a chunk holds about `chunk_bytes` of intermediates (a
+stacked net's own figure, CPU_CHUNK_BYTES by default), and with several threads the chunks run
+side by side (`symbnn.train.parallel`); on a GPU one chunk holds every model.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from symbnn.progress import progress as progress_bar
 from symbnn.settings import Recipe
 from symbnn.train import mlp_stacked, optunet_stacked
 from symbnn.train.batches import batch_bounds, epoch_orders
-from symbnn.train.losses import per_network_loss
-from symbnn.train.seeding import build_seeded_model, seed_generator
+from symbnn.train.flat import FlatStack
+from symbnn.train.parallel import cpu_workers, in_threads, one_thread_per_op
+from symbnn.train.seeding import build_seeded_model, init_parameters, seed_generator
 from symbnn.train.sgd import StackedSGD
 from symbnn.train.stacked import VmapNet
 
-# intermediates per chunk on a CPU (a size that stays in the L3 cache of small servers)
+# intermediates per chunk on a CPU, unless the stacked net says otherwise
 CPU_CHUNK_BYTES = 16 << 20
 
 
@@ -37,24 +38,32 @@ def stacked_net(
     generic: bool = False,
     dtype: torch.dtype = torch.float32,
 ):
-    """The fastest stacked formulation for `model`: the matmul forms of OptuNet and of MLPs
+    """The fastest stacked formulation for `model`: the hand-written OptuNet and MLP passes
     when they apply (unless `generic`), vmap otherwise (images only)."""
     if not generic and augment == "none":
-        if optunet_stacked.supports(model) and dtype == torch.float32:
-            return optunet_stacked.OptuNetStacked(model, train, device)
+        if optunet_stacked.supports(model) and isinstance(train, ImageData):
+            return optunet_stacked.OptuNetStacked(model, train, device, dtype)
         if mlp_stacked.supports(model):
             return mlp_stacked.MLPStacked(model, train, device, dtype)
     if not isinstance(train, ImageData):
-        raise ValueError(f"tabular data trains MLPs with biases only, not {type(model).__name__}")
+        raise ValueError(f"tabular data trains MLPs only, not {type(model).__name__}")
     return VmapNet(model, train, device, augment=augment)
 
 
-def default_chunk(net, batch_size: int, k: int, device: torch.device | str) -> int:
-    """Models per forward/backward: all of them on an accelerator, about CPU_CHUNK_BYTES of
-    intermediates on a CPU."""
+def split(k: int, parts: int) -> list[slice]:
+    """range(k) in `parts` consecutive slices whose sizes differ by one at most."""
+    return [slice(i * k // parts, (i + 1) * k // parts) for i in range(parts)]
+
+
+def default_chunks(net, batch_size: int, k: int, device: torch.device | str) -> list[slice]:
+    """The models of each forward/backward: all of them on an accelerator; on a CPU about the
+    net's `chunk_bytes` of intermediates a chunk, in chunks of even size and two models at
+    least (see `_train_shard`)."""
     if torch.device(device).type != "cpu":
-        return k
-    return max(1, min(k, CPU_CHUNK_BYTES // max(1, net.bytes_per_model(batch_size))))
+        return [slice(0, k)]
+    budget = getattr(net, "chunk_bytes", CPU_CHUNK_BYTES)
+    by_size = max(2, budget // max(1, net.bytes_per_model(batch_size)))
+    return split(k, min(max(1, k // 2), -(-k // by_size)))
 
 
 def train_batched(
@@ -75,51 +84,114 @@ def train_batched(
     of the models (the architecture). `loss` is one of `symbnn.train.losses.LOSSES`; `chunk`
     models go through each forward/backward (default: by size on a CPU, all on a GPU);
     `generic` forces the vmap formulation (for comparisons)."""
-    models = [build_seeded_model(model_spec, seed) for seed in seeds]
-    template = models[0]
+    template = build_seeded_model(model_spec, seeds[0])
     if any(True for _ in template.buffers()):
         raise ValueError("the batched trainer needs a model without buffers; use the loop trainer")
-    params = {
-        name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).to(
-            device, dtype
-        )
-        for name, _ in template.named_parameters()
-    }
-    del models
+    # every parameter is redrawn from the seed's own stream: one module serves all seeds
+    draws = [
+        {name: p.detach().clone() for name, p in init_parameters(template, gen).named_parameters()}
+        for gen in (seed_generator(seed, "init") for seed in seeds)
+    ]
+    stacked = {name: torch.stack([d[name] for d in draws]).to(device, dtype) for name in draws[0]}
+    del draws
 
     net = stacked_net(template, train, device, recipe.augment, generic, dtype)
+    k = len(seeds)
+    # models are independent: on several CPU threads, each trains its own shard of them from
+    # start to end, with no step in common
+    workers = cpu_workers(device, k)
+    shards = split(k, workers)
+    bar = progress_bar(
+        total=recipe.epochs * len(batch_bounds(len(train), recipe.batch_size)) * k,
+        desc=f"train ({k} models)",
+        unit="model-step",
+        enabled=progress,
+    )
+
+    def train_shard(part: slice) -> tuple[FlatStack, torch.Tensor]:
+        return _train_shard(
+            net,
+            recipe,
+            train,
+            [seeds[i] for i in range(part.start, part.stop)],
+            FlatStack.of({name: p[part] for name, p in stacked.items()}),
+            chunk,
+            loss,
+            device,
+            bar,
+        )
+
+    with one_thread_per_op(device):
+        results = in_threads(train_shard, shards)
+    bar.close()
+    params = {name: torch.cat([shard.views[name] for shard, _ in results]) for name in stacked}
+    return params, torch.cat([losses for _, losses in results]), template
+
+
+def _train_shard(
+    net,
+    recipe: Recipe,
+    train: ImageData | TensorData,
+    seeds: Sequence[int],
+    params: FlatStack,
+    chunk: int | None,
+    loss: str,
+    device: torch.device | str,
+    bar,
+) -> tuple[FlatStack, torch.Tensor]:
+    """Train the models of `params` (seeds `seeds`) in place: returns them and their
+    final-epoch mean losses."""
     k, n = len(seeds), len(train)
-    chunk = chunk or default_chunk(net, recipe.batch_size, k, device)
-    chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
+    if chunk:
+        chunks = [slice(start, min(start + chunk, k)) for start in range(0, k, chunk)]
+    else:
+        chunks = default_chunks(net, recipe.batch_size, k, device)
     order_generators = [seed_generator(seed, "order") for seed in seeds]
     augment_generators = (
         [seed_generator(seed, "augment") for seed in seeds] if recipe.augment != "none" else None
     )
     targets = train.targets.to(device)
-    optimizer = StackedSGD(params, recipe.momentum, recipe.nesterov, recipe.weight_decay)
-    grads = {name: torch.empty_like(p) for name, p in params.items()}
+    grads = params.zeros_like()
+    # one tensor for every parameter of every model: the update is a few elementwise ops
+    optimizer = StackedSGD(
+        {"all": params.data}, recipe.momentum, recipe.nesterov, recipe.weight_decay
+    )
     loss_sum = torch.zeros(k, dtype=torch.float64, device=device)  # no host sync per step
 
-    bounds = batch_bounds(n, recipe.batch_size)
-    bar = progress_bar(
-        total=recipe.epochs * len(bounds), desc=f"train ({k} models)", unit="step", enabled=progress
-    )
+    def step_chunk(part: slice, idx: torch.Tensor, size: int) -> None:
+        gens = augment_generators[part] if augment_generators else None
+        if part.stop - part.start == 1 and getattr(net, "exact", False):
+            # torch computes a batch of one product by another route (a matrix-vector
+            # product where the result has one column) that rounds differently: a lone model
+            # steps in a pair with a copy of itself, so that it computes what it would in any
+            # larger chunk
+            pair, pair_grads = params.repeat_row(part.start, 2), grads.zeros_like(2)
+            losses = net.loss_and_grads(
+                pair.views,
+                net.inputs(idx[part].expand(2, -1)),
+                targets[idx[part]].expand(2, -1),
+                loss,
+                pair_grads.views,
+            )[:1]
+            grads.data[part] = pair_grads.data[:1]
+        else:
+            losses = net.loss_and_grads(
+                params.rows(part),
+                net.inputs(idx[part], gens),
+                targets[idx[part]],
+                loss,
+                grads.rows(part),
+            )
+        loss_sum[part] += losses * size
+
     for epoch in range(recipe.epochs):
         lr = recipe.lr_at(epoch)
         orders = epoch_orders(n, order_generators).to(device)
         loss_sum.zero_()
-        for start, stop in bounds:
+        for start, stop in batch_bounds(n, recipe.batch_size):
             idx = orders[:, start:stop]
             for part in chunks:
-                gens = augment_generators[part] if augment_generators else None
-                leaf = {name: p[part].detach().requires_grad_() for name, p in params.items()}
-                outputs = net.forward(leaf, net.inputs(idx[part], gens))
-                losses = per_network_loss(outputs, targets[idx[part]], loss)
-                # models are independent: d(sum of losses)/d(model k) = d(loss k)/d(model k)
-                for name, grad in zip(leaf, torch.autograd.grad(losses.sum(), list(leaf.values()))):
-                    grads[name][part] = grad
-                loss_sum[part] += losses.detach() * (stop - start)
-            optimizer.step(grads, lr)
-            bar.update()
-    bar.close()
-    return params, loss_sum / n, template
+                step_chunk(part, idx, stop - start)
+            optimizer.step({"all": grads.data}, lr, scratch=True)
+            bar.update(k)
+    return params, loss_sum / n

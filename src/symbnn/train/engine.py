@@ -65,8 +65,8 @@ def train_seeds(
     with it or on anything that ran earlier in the process.
 
     batched=False trains the seeds one after another (`nn.Module` + `torch.optim.SGD`, the
-    reference). batched=True steps all seeds together on stacked parameters (an OptuNet matmul
-    formulation, or vmap for other small nets); models with buffers (BatchNorm, e.g.
+    reference). batched=True steps all seeds together on stacked parameters (hand-written
+    passes for OptuNet and MLPs, vmap for other small nets); models with buffers (BatchNorm, e.g.
     ResNet-18) always take the loop, whatever `batched` says. The two paths compute the same
     updates up to float summation order.
     """

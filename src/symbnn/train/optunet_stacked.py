@@ -1,37 +1,42 @@
-"""OptuNet for K stacked models as a few large batched matmuls: the fast path of the batched
-trainer. Same function as `symbnn.models.OptuNet`, up to float summation order.
+"""OptuNet for K stacked models as a few batched matmuls, forward and backward written out by
+hand: the fast path of the batched trainer. Same function and gradients as
+`symbnn.models.OptuNet` up to float summation order (tested against autograd in float64).
 
-Why: the network is so small that per-image convolution overhead dominates on a CPU, in a
-loop over models as under vmap (which turns the convolutions into grouped ones). Here:
+Why by hand: the network is so small that per-op overhead, autograd's bookkeeping and fresh
+temporaries cost more than the arithmetic; the hand-written pass is a fixed list of ~40 ops
+per chunk of models, all writing into reused buffers (`symbnn.train.workspace`).
 
-- conv1 is a row-Toeplitz matmul (`symbnn.train.toeplitz`). Its input needs no gradient, so
-  the windows (k1 input rows, for every output row the max-pool reads) of the whole
-  normalised training set are cut once, and a batch is one row gather: no unfold per step.
-  T's columns are ordered (column within the pool window, channel, pooled column), so the
-  pool windows come out as one axis of the matmul's output. T is mostly zeros (16 of 108
-  entries per column for the default), yet full-width rows measured faster than narrower
-  tiles down to plain im2col ((B*576 x 16) @ (16 x 2)), whose skinny matmul wastes the BLAS.
-- max-pool + ReLU is `symbnn.train.pooling.pool_relu` (max-pool's tie-breaking).
-- conv2 (grouped) is a row-Toeplitz matmul per (model, group) on the pooled maps, whose
-  windows are an unfold along rows; global average pooling is a mean.
-- the two linear layers are broadcast products and sums (see `_linear`).
-
-Gradients come from autograd through these ops.
+- conv1 + max-pool: every pooling window's input patch (pool + k1 - 1 pixels square, all
+  channels) is cut once for the whole normalised training set, so a batch is one row gather.
+  For each row of the pooling window, a matmul with a Toeplitz matrix T
+  (`symbnn.train.toeplitz`; the same T for every row, conv1 being shift invariant) takes the
+  k1 patch rows it reads to its conv1 outputs; the results are laid out (position, channel) x
+  windows so that the max over positions is a reduction over an outer axis
+  (`symbnn.train.pooling`), whose backward touches only the maxima. Of the tilings measured,
+  this one wastes the fewest multiplications by zeros for matmul shapes that stay efficient
+  (T is 12 x 24 with 16 non-zeros a row for the default, against 36 x 36 for the whole
+  window and 108 x 96 for full image rows). conv1's input needs no gradient: its backward is
+  one matmul per pooling-window row for the kernel's gradient.
+- conv2 (grouped) is a row-Toeplitz matmul per (model, group) on windows of k2 pooled rows,
+  copied out of the pooled maps; its input gradient goes back through the same windows.
+- global average pooling is a mean; the two linear layers are `symbnn.train.linear`.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
 from symbnn.models.optunet import OptuNet
-from symbnn.train.pooling import pool_relu
+from symbnn.train import linear
+from symbnn.train.losses import loss_and_grad
+from symbnn.train.pooling import descending, max_pool, max_pool_backward
 from symbnn.train.toeplitz import ToeplitzIndex
+from symbnn.train.workspace import PerThread, Workspace, gather_rows
 
-# the conv1 window table is materialised (a batch is then a memcpy-like gather) when it fits
-# in this many bytes, and read through an overlapping strided view of the images otherwise
+# the conv1 patch table is materialised (a batch is then one row gather) when it fits in this
+# many bytes, and read through an overlapping strided view of the images otherwise
 TABLE_BYTES_LIMIT = 1 << 30
 
 
@@ -52,7 +57,23 @@ def supports(model: nn.Module) -> bool:
 
 
 class OptuNetStacked:
-    def __init__(self, model: OptuNet, train: ImageData, device: torch.device | str) -> None:
+    """The batched trainer's interface (`inputs`, `loss_and_grads`, `bytes_per_model`) and a
+    plain forward (`logits`) for K stacked OptuNets."""
+
+    # a model's arithmetic does not depend on the other models of its chunk (of two or more)
+    exact = True
+    # intermediates per chunk on a CPU: the data passes here are many and large, and chunks
+    # that stay in a core's caches ran fastest (K = 32, one thread: chunks of 2 to 4 models
+    # about a third faster than chunks of 16)
+    chunk_bytes = 4 << 20
+
+    def __init__(
+        self,
+        model: OptuNet,
+        train: ImageData,
+        device: torch.device | str,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         if not supports(model):
             raise ValueError(
                 "OptuNetStacked needs an OptuNet with plain (stride 1, no padding, no bias) convolutions"
@@ -62,93 +83,223 @@ class OptuNetStacked:
             raise ValueError(
                 f"OptuNet expects {model.conv1.in_channels} input channels, the data has {c}"
             )
-        k1, k2 = model.conv1.kernel_size[0], model.conv2.kernel_size[0]
-        c1, c2, g, p = (
-            model.conv1.out_channels,
-            model.conv2.out_channels,
-            model.conv2.groups,
-            model.pool_size,
-        )
+        k1, k2, p = model.conv1.kernel_size[0], model.conv2.kernel_size[0], model.pool_size
+        c1, c2, g = model.conv1.out_channels, model.conv2.out_channels, model.conv2.groups
         hp, wp = (h - k1 + 1) // p, (w - k1 + 1) // p  # pooled map (floor mode)
         if min(hp, wp) < k2:
             raise ValueError(f"images of {h}x{w} are too small for this OptuNet")
-        self.shape = dict(c1=c1, c2=c2, groups=g, pool=p, hp=hp, wp=wp, k2=k2)
-        span = wp * p + k1 - 1  # input columns of a conv1 window
+        s = p + k1 - 1  # side of a pooling window's input patch
+        self.c1, self.c2, self.groups, self.k2, self.hp, self.wp = c1, c2, g, k2, hp, wp
+        self.rows2, self.cols2 = hp - k2 + 1, wp - k2 + 1
+        self.positions = p * p
+        self.features1 = s * c * s  # a patch: (row, channel, column)
+        self.row_features = c * s  # one patch row
+        self.pool = p
+        self.features2 = (c1 // g) * k2 * wp
+        self.columns2 = (c2 // g) * self.cols2
+        self.device, self.dtype = torch.device(device), dtype
+
+        # conv1, transposed, for one row of the pooling window: T1t[(dx, o), (y, ci, x)] over
+        # the k1 patch rows it reads
+        features_t1 = k1 * c * s
         self.toeplitz1 = ToeplitzIndex(
             c1,
             c,
             k1,
-            span,
-            wp * p,
-            feature_of=lambda ci, i, j: (ci * k1 + i) * span + j,
-            column_of=lambda o, x: ((x % p) * c1 + o) * wp + x // p,
+            [(0, dx) for dx in range(p)],
+            (p * c1, features_t1),
+            place=lambda o, q, ci, y, x: (q * c1 + o) * features_t1 + (y * c + ci) * s + x,
         ).to(device)
-        c1g, self.rows2, self.cols2 = c1 // g, hp - k2 + 1, wp - k2 + 1
+        # conv2 per group: T2[(ci, i, x), (o, x2)] over k2 pooled rows (channels of the group)
+        columns2, cols2 = self.columns2, self.cols2
         self.toeplitz2 = ToeplitzIndex(
             c2 // g,
-            c1g,
+            c1 // g,
             k2,
-            wp,
-            self.cols2,
-            feature_of=lambda ci, i, j: (i * wp + j) * c1g + ci,  # channels-last pooled rows
-            column_of=lambda o, x: o * self.cols2 + x,
+            [(0, x2) for x2 in range(cols2)],
+            (self.features2, columns2),
+            place=lambda o, q, ci, y, x: ((ci * k2 + y) * wp + x) * columns2 + o * cols2 + q,
         ).to(device)
+        self.weights = descending(self.positions, dtype, device)
+        c2g = c2 // g
+        mean = torch.zeros(self.rows2, c2g, self.cols2, c2g, dtype=dtype)
+        for o in range(c2g):
+            mean[:, o, :, o] = 1.0 / (self.rows2 * self.cols2)
+        self._mean = mean.view(-1, c2g).to(device)
 
-        table = train.normalize(train.images.to(device)).contiguous()
-        # windows[n, y, c, i, j] = x[n, c, y + i, j] for the hp * p rows the pool reads
-        windows = table.as_strided((n, hp * p, c, k1, span), (c * h * w, w, h * w, w, 1))
-        if windows.numel() * windows.element_size() <= TABLE_BYTES_LIMIT:
-            windows = windows.contiguous()
-        self.windows = windows
+        images = train.normalize(train.images.to(device), dtype).contiguous()
+        # patches[n, yp, xp, y, ci, x] = image[n, ci, yp * p + y, xp * p + x]
+        patches = images.as_strided((n, hp, wp, s, c, s), (c * h * w, p * w, p, w, h * w, 1))
+        if patches.numel() * patches.element_size() <= TABLE_BYTES_LIMIT:
+            patches = patches.contiguous()
+        self.patches = patches
+        self.workspace = PerThread(device, dtype)
 
     def bytes_per_model(self, batch_size: int) -> int:
-        """Size of one model's conv1 windows and outputs for one step (the big intermediates)."""
-        per_sample = (
-            self.windows[0].numel() + self.shape["hp"] * self.shape["pool"] * self.toeplitz1.columns
-        )
-        return 4 * batch_size * per_sample
+        """Size of one model's conv1 patches and outputs for one step (the big intermediates)."""
+        windows = batch_size * self.hp * self.wp
+        per_window = self.features1 + self.positions * self.c1
+        return self.patches.element_size() * windows * per_window
 
     def inputs(
         self, idx: torch.Tensor, augment_generators: list[torch.Generator] | None = None
     ) -> torch.Tensor:
-        """(K, B) sample indices -> (K, B * rows, features) conv1 windows."""
+        """(K, B) sample indices -> (K, B * Hp * Wp, features) conv1 patches, in a reused
+        buffer of this thread (valid until its next call)."""
         if augment_generators is not None:
-            raise ValueError("OptuNetStacked reads precomputed windows and cannot augment")
+            raise ValueError("OptuNetStacked reads precomputed patches and cannot augment")
         k, b = idx.shape
-        rows = b * self.windows.shape[1]
-        if self.windows.is_contiguous():
-            flat = self.windows.view(self.windows.shape[0], -1)
-            return flat.index_select(0, idx.reshape(-1)).view(k, rows, self.toeplitz1.features)
-        return self.windows[idx].reshape(k, rows, self.toeplitz1.features)
+        rows = b * self.hp * self.wp
+        out = self.workspace().get("patches", (k,), (rows, self.features1))
+        return gather_rows(self.patches, idx, out)
 
-    def forward(self, params: dict[str, torch.Tensor], windows: torch.Tensor) -> torch.Tensor:
-        s = self.shape
-        k, p, g, hp, wp = windows.shape[0], s["pool"], s["groups"], s["hp"], s["wp"]
-        b = windows.shape[1] // (hp * p)
-        c1g, c2g = s["c1"] // g, s["c2"] // g
+    def logits(self, params: dict[str, torch.Tensor], patches: torch.Tensor) -> torch.Tensor:
+        """(K, B, classes) outputs."""
+        return self._forward(params, patches)[0]
 
-        # conv1: rows (b, pooled row, row in window), columns (column in window, channel, pooled column)
-        t1 = self.toeplitz1.expand(params["conv1.weight"].reshape(k, -1))
-        z = torch.bmm(windows, t1).view(k, b, hp, p * p, s["c1"] * wp)
-        a1 = pool_relu(z, dim=3)  # (K, B, Hp, C1 * Wp)
-        # per group, channels last: (K, G, B, Hp, Wp, C1g)
-        a1 = a1.view(k, b, hp, g, c1g, wp).permute(0, 3, 1, 2, 5, 4)
+    def loss_and_grads(
+        self,
+        params: dict[str, torch.Tensor],
+        patches: torch.Tensor,
+        targets: torch.Tensor,
+        loss: str,
+        grads: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """Each model's mean loss on its batch (K,); the gradients go into `grads`."""
+        logits, saved = self._forward(params, patches)
+        losses, d_logits = loss_and_grad(logits, targets, loss)
+        self._backward(params, patches, saved, d_logits, grads)
+        return losses
 
-        # conv2 on windows of k2 pooled rows: (K*G, B*rows2, k2*Wp*C1g)
-        win2 = (
-            a1.unfold(3, s["k2"], 1).permute(0, 1, 2, 3, 6, 4, 5).reshape(k * g, b * self.rows2, -1)
+    def _forward(self, params: dict[str, torch.Tensor], patches: torch.Tensor):
+        ws, g = self.workspace(), self.groups
+        k, rows1 = patches.shape[0], patches.shape[1]
+        b = rows1 // (self.hp * self.wp)
+        c2g, windows = self.c2 // g, self.c1 * rows1
+
+        # conv1 at every position of every pooling window: (K, positions * C1, windows)
+        t1 = ws.get("t1", (k,), self.toeplitz1.shape)
+        self.toeplitz1.expand(params["conv1.weight"].reshape(k, -1), t1)
+        z1 = ws.get("z1", (k,), (self.positions * self.c1, rows1))
+        for dy in range(self.pool):
+            torch.bmm(t1, self._patch_rows(patches, dy).transpose(1, 2), out=self._z_rows(z1, dy))
+        pooled = ws.get("pooled", (k,), (1, windows))  # (K, 1, C1 * B * Hp * Wp)
+        rank = ws.get("rank", (k,), (1, windows))
+        max_pool(z1.view(k, self.positions, windows), self.weights, pooled, rank)
+        pooled.clamp_min_(0)  # relu(max) == max(relu): the pool and the ReLU commute
+
+        # conv2 on windows of k2 pooled rows, per (model, group): (K*G, B*rows2, features2)
+        win2 = ws.get("win2", (k, g), (b * self.rows2, self.features2))
+        self._window_view(win2, b).copy_(self._windows_of(pooled, b))
+        t2 = ws.get("t2", (k, g), self.toeplitz2.shape)
+        self.toeplitz2.expand(params["conv2.weight"].reshape(k * g, -1), t2.flatten(0, 1))
+        z2 = ws.get("z2", (k, g), (b * self.rows2, self.columns2))
+        torch.bmm(win2.flatten(0, 1), t2.flatten(0, 1), out=z2.flatten(0, 1))
+        z2.clamp_min_(0)
+        # global average pool as a matmul per (model, group): (B, rows2 * C2/G * cols2) @ mean
+        per_group = ws.get("hidden", (k, g), (b, c2g))
+        torch.bmm(z2.view(k * g, b, -1), self._mean_matrix(k, ws), out=per_group.flatten(0, 1))
+        hidden = per_group.permute(0, 2, 1, 3).reshape(k, b, self.c2)
+
+        h1 = linear.forward(hidden, params["fc1.weight"], params["fc1.bias"], ws, "fc1")
+        h1.clamp_min_(0)
+        logits = linear.forward(h1, params["fc2.weight"], params["fc2.bias"], ws, "fc2")
+        return logits, (t1, z1, pooled, rank, win2, t2, z2, hidden, h1)
+
+    def _backward(self, params, patches, saved, d_logits, grads) -> None:
+        t1, z1, pooled, rank, win2, t2, z2, hidden, h1 = saved
+        ws, g = self.workspace(), self.groups
+        k, b = d_logits.shape[:2]
+        c2g = self.c2 // g
+
+        d_h1 = _fc_backward(d_logits, h1, params, grads, ws, "fc2")
+        _relu_backward(d_h1, h1)
+        d_hidden = _fc_backward(d_h1, hidden, params, grads, ws, "fc1")
+
+        # through the mean and the ReLU of conv2
+        d_per_group = ws.get("d_hidden", (k, g), (b, c2g))
+        d_per_group.copy_(d_hidden.view(k, b, g, c2g).transpose(1, 2))
+        d_z2 = ws.get("d_z2", (k, g), z2.shape[2:])
+        mean_t = self._mean_matrix(k, ws).transpose(1, 2)
+        torch.bmm(d_per_group.flatten(0, 1), mean_t, out=d_z2.view(k * g, b, -1))
+        _relu_backward(d_z2, z2)
+        d_t2 = ws.get("d_t2", (k, g), self.toeplitz2.shape)
+        torch.bmm(win2.flatten(0, 1).transpose(1, 2), d_z2.flatten(0, 1), out=d_t2.flatten(0, 1))
+        grads["conv2.weight"].copy_(
+            self.toeplitz2.kernel_grad(d_t2.flatten(0, 1)).view(grads["conv2.weight"].shape)
         )
-        t2 = self.toeplitz2.expand(params["conv2.weight"].reshape(k * g, -1))
-        z2 = F.relu(torch.bmm(win2, t2)).view(k, g, b, self.rows2, c2g, self.cols2)
-        hidden = z2.mean(dim=(3, 5)).permute(0, 2, 1, 3).reshape(k, b, s["c2"])
+        d_win2 = win2  # its windows are no longer needed: reuse the buffer (fewer cache misses)
+        torch.bmm(d_z2.flatten(0, 1), t2.flatten(0, 1).transpose(1, 2), out=d_win2.flatten(0, 1))
 
-        hidden = F.relu(_linear(hidden, params["fc1.weight"], params["fc1.bias"]))
-        return _linear(hidden, params["fc2.weight"], params["fc2.bias"])
+        # windows back onto the pooled maps (overlapping rows add up), then the ReLU
+        d_pooled = ws.get("d_pooled", (k,), pooled.shape[1:])
+        d_pooled.zero_()
+        maps = self._maps_view(d_pooled, b)  # (K, G, C1/G, B, Hp, Wp)
+        windows = self._window_view(d_win2, b)  # (K, G, B, rows2, C1/G, k2, Wp)
+        for i in range(self.k2):
+            maps[:, :, :, :, i : i + self.rows2].add_(
+                windows[:, :, :, :, :, i].permute(0, 1, 4, 2, 3, 5)
+            )
+        _relu_backward(d_pooled, pooled)
+
+        # max-pool: the gradient goes to each window's first maximum (into z1's buffer)
+        d_z1 = z1.view(k, self.positions, -1)
+        max_pool_backward(d_pooled, rank, ws.get("first", (k,), rank.shape[1:], torch.int64), d_z1)
+        d_t1 = ws.get("d_t1", (k, self.pool), self.toeplitz1.shape)
+        for dy in range(self.pool):
+            torch.bmm(self._z_rows(z1, dy), self._patch_rows(patches, dy), out=d_t1[:, dy])
+        grads["conv1.weight"].copy_(
+            self.toeplitz1.kernel_grad(d_t1.sum(1)).view(grads["conv1.weight"].shape)
+        )
+
+    def _patch_rows(self, patches: torch.Tensor, dy: int) -> torch.Tensor:
+        """(K, windows, k1 * C * side): the patch rows that row dy of the pooling window reads."""
+        start = dy * self.row_features
+        return patches[:, :, start : start + self.toeplitz1.shape[1]]
+
+    def _z_rows(self, z1: torch.Tensor, dy: int) -> torch.Tensor:
+        """(K, pool * C1, windows): conv1 outputs at row dy of the pooling windows."""
+        rows = self.toeplitz1.shape[0]
+        return z1[:, dy * rows : (dy + 1) * rows]
+
+    def _mean_matrix(self, k: int, ws: Workspace) -> torch.Tensor:
+        """(K * G, rows2 * C2/G * cols2, C2/G): a (model, group)'s conv2 outputs, one sample's
+        per row, times this matrix are the means over the output map."""
+        return ws.constant("mean", (k * self.groups,), self._mean)
+
+    def _maps_view(self, pooled: torch.Tensor, b: int) -> torch.Tensor:
+        """(K, 1, C1 * B * Hp * Wp) pooled maps as (K, G, C1/G, B, Hp, Wp)."""
+        g, hp, wp = self.groups, self.hp, self.wp
+        c1g = self.c1 // g
+        return pooled.view(pooled.shape[0], g, c1g, b, hp, wp)
+
+    def _windows_of(self, pooled: torch.Tensor, b: int) -> torch.Tensor:
+        """Overlapping view of the pooled maps as conv2 windows (K, G, B, rows2, C1/G, k2, Wp):
+        [k, g, b, y2, ci, i, x] = map[k, g * C1/G + ci, b, y2 + i, x]."""
+        maps = self._maps_view(pooled, b)
+        s = maps.stride()
+        shape = (*maps.shape[:2], b, self.rows2, maps.shape[2], self.k2, self.wp)
+        strides = (s[0], s[1], s[3], s[4], s[2], s[4], s[5])
+        return maps.as_strided(shape, strides, maps.storage_offset())
+
+    def _window_view(self, win2: torch.Tensor, b: int) -> torch.Tensor:
+        """(K, G, B * rows2, features2) windows as (K, G, B, rows2, C1/G, k2, Wp)."""
+        k, g = win2.shape[:2]
+        return win2.view(k, g, b, self.rows2, self.c1 // g, self.k2, self.wp)
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Stacked linear layer (K, B, I) -> (K, B, O) as a broadcast product and a sum, not a bmm:
-    MKL's batched gemm rounds some small shapes (e.g. the (3 x B) @ (B x 10) of fc2's weight
-    gradient) differently at even and odd positions of the batch, which would make a model's
-    result depend on the models stacked with it."""
-    return (x.unsqueeze(2) * weight.unsqueeze(1)).sum(-1) + bias.unsqueeze(1)
+def _fc_backward(d_out, x, params, grads, ws: Workspace, layer: str) -> torch.Tensor:
+    return linear.backward(
+        d_out,
+        x,
+        params[f"{layer}.weight"],
+        grads[f"{layer}.weight"],
+        grads[f"{layer}.bias"],
+        ws,
+        layer,
+    )
+
+
+def _relu_backward(grad: torch.Tensor, output: torch.Tensor) -> None:
+    """grad *= (output > 0), in place: the ReLU's backward from its output."""
+    torch.ops.aten.threshold_backward.grad_input(grad, output, 0, grad_input=grad)

@@ -1,11 +1,12 @@
-"""relu(max over a window axis), with `F.max_pool2d`'s choice among equal maxima (the first
-in window order) and a cheaper CPU implementation than `Tensor.max(dim)`.
+"""Max-pooling over an axis of window positions, with `F.max_pool2d`'s choice among equal
+maxima (the first in window order) for the gradient, by hand (no autograd).
 
-On a CPU, `max(dim)` with indices over a short middle axis runs an order of magnitude slower
-than elementwise `torch.maximum` over the slices; the first-maximum index is recovered with
-elementwise ops too: sign(m - z_j) is 1 below the maximum and 0 at it, so the running product
-of those signs, summed over j, counts the positions before the first maximum. The ops work
-in place: a fresh large temporary per op made this several times slower on a CPU.
+Layout (K, P, X): P positions of each pooling window along the middle axis, everything else
+(channels, samples, windows) along the contiguous last axis, so each op is one vectorised pass
+over long rows. The first maximum is found without `argmax` (a scalar loop on a CPU, two
+orders of magnitude slower here): a float 1 marks every maximum, weights P, P-1, ..., 1 turn
+position p into P - p, and a second max over the axis gives P - (first maximum). Equal maxima
+are common: a conv1 window over blank background gives the same value at every position.
 """
 
 from __future__ import annotations
@@ -13,33 +14,29 @@ from __future__ import annotations
 import torch
 
 
-class _PoolReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, z: torch.Tensor, dim: int) -> torch.Tensor:
-        slices = z.unbind(dim)
-        m = slices[0].clone()
-        for s in slices[1:]:
-            torch.maximum(m, s, out=m)
-        first = torch.zeros_like(m)
-        running = None
-        for s in slices[:-1]:  # the last position is first exactly when all before it are below
-            below = torch.sub(m, s).sign_()  # 1 where s < m, 0 where s == m
-            running = below if running is None else running.mul_(below)
-            first.add_(running)
-        out = m.clamp_min_(0)  # relu(max) == max(relu): the pool and the ReLU commute
-        ctx.dim, ctx.shape = dim, z.shape
-        ctx.save_for_backward(first.to(torch.int64), out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        first, out = ctx.saved_tensors
-        grad = grad * (out > 0)
-        grad_z = grad.new_zeros(ctx.shape)
-        grad_z.scatter_(ctx.dim, first.unsqueeze(ctx.dim), grad.unsqueeze(ctx.dim))
-        return grad_z, None
+def descending(positions: int, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """(1, P, 1): P, P - 1, ..., 1."""
+    return torch.arange(positions, 0, -1, dtype=dtype, device=device).view(1, positions, 1)
 
 
-def pool_relu(z: torch.Tensor, dim: int) -> torch.Tensor:
-    """relu(z.max(dim)); the gradient goes to the first maximum along `dim`, as in max-pooling."""
-    return _PoolReLU.apply(z, dim % z.ndim)
+def max_pool(
+    z: torch.Tensor, weights: torch.Tensor, out_max: torch.Tensor, out_rank: torch.Tensor
+) -> None:
+    """Maxima of `z` (K, P, X) over axis 1 into `out_max` (K, 1, X), and P - (position of the
+    first maximum) into `out_rank` (K, 1, X) for `max_pool_backward`. `weights` is
+    `descending(P, ...)`. Overwrites `z`."""
+    torch.amax(z, 1, keepdim=True, out=out_max)
+    torch.eq(z, out_max, out=z)
+    z.mul_(weights)
+    torch.amax(z, 1, keepdim=True, out=out_rank)
+
+
+def max_pool_backward(
+    grad: torch.Tensor, rank: torch.Tensor, index: torch.Tensor, out: torch.Tensor
+) -> None:
+    """Gradient with respect to z (K, P, X), into `out`: `grad` (K, 1, X) at each window's
+    first maximum, zero elsewhere. `index` is an int64 buffer shaped like `rank`."""
+    index.copy_(rank)
+    index.neg_().add_(out.shape[1])  # P - rank: the first maximum
+    out.zero_()
+    out.scatter_(1, index, grad)

@@ -28,16 +28,29 @@ class StackedSGD:
         self.buffers: dict[str, torch.Tensor] = {}  # created on the first step, as torch does
 
     @torch.no_grad()
-    def step(self, grads: dict[str, torch.Tensor], lr: float) -> None:
+    def step(self, grads: dict[str, torch.Tensor], lr: float, scratch: bool = False) -> None:
+        """One update with gradients `grads`; `scratch`: the gradients may be overwritten
+        (the same arithmetic in place, without a fresh tensor per step)."""
         for name, param in self.params.items():
             grad = grads[name]
             if self.weight_decay != 0:
-                grad = grad.add(param, alpha=self.weight_decay)
+                grad = (
+                    grad.add_(param, alpha=self.weight_decay)
+                    if scratch
+                    else grad.add(param, alpha=self.weight_decay)
+                )
             if self.momentum != 0:
                 buf = self.buffers.get(name)
                 if buf is None:
                     buf = self.buffers[name] = grad.detach().clone()
                 else:
                     buf.mul_(self.momentum).add_(grad, alpha=1.0)
-                grad = grad.add(buf, alpha=self.momentum) if self.nesterov else buf
+                if self.nesterov:
+                    grad = (
+                        grad.add_(buf, alpha=self.momentum)
+                        if scratch
+                        else grad.add(buf, alpha=self.momentum)
+                    )
+                else:
+                    grad = buf
             param.add_(grad, alpha=-lr)

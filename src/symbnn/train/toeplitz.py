@@ -1,78 +1,74 @@
-"""Convolutions as matmuls with row-Toeplitz matrices built from stacked kernels.
+"""Convolutions as matmuls with Toeplitz matrices built from stacked kernels.
 
-A k x k convolution (stride 1, no padding) maps the input rows y..y+k-1 (a "window", all
-input channels, `span` columns) to output row y (all output channels, `width` columns) by a
-fixed banded matrix T[(c, i, j), (o, x)] = W[o, c, i, j - x] for 0 <= j - x < k, else 0.
-T is the same for every output row (the convolution is shift invariant), so a batch of
-windows (rows) times T is the whole convolution as one matmul with BLAS-friendly shapes.
+A k x k convolution (stride 1, no padding) evaluated at P positions of a window of its input
+(a patch of all input channels) is one matmul with a fixed sparse matrix T whose entries are
+kernel entries or zeros: the output at position p, channel o takes W[o, c, i, j] times the
+window's value at (c, dy_p + i, dx_p + j), (dy_p, dx_p) being position p's offset. T is the
+same for every window (the convolution is shift invariant), so a batch of windows times T is
+the whole convolution as one matmul with BLAS-friendly shapes. The caller chooses the memory
+order of T through `place`, and the positions (a pooling window, a row of outputs) through
+`offsets`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.nn import functional as F
 
-IndexMap = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# place(o, p, c, y, x) -> flat index into T of output channel o at position p and window
+# element (c, y, x); all arguments are index tensors of one shape
+Place = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor
+]
 
 
 class ToeplitzIndex:
-    """Where each kernel entry goes in T. `feature_of(c, i, j)` and `column_of(o, x)` give the
-    flat row and column of T for index tensors, so the caller picks both memory orders."""
+    """Where each kernel entry goes in T (`shape`, a matrix), and back."""
 
     def __init__(
         self,
         out_channels: int,
         in_channels: int,
         k: int,
-        span: int,
-        width: int,
-        feature_of: IndexMap,
-        column_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        offsets: Sequence[tuple[int, int]],
+        shape: tuple[int, int],
+        place: Place,
     ) -> None:
-        if span < width + k - 1:
-            raise ValueError(
-                f"a window of {span} columns cannot produce {width} outputs with a {k}-wide kernel"
-            )
-        self.features = in_channels * k * span
-        self.columns = out_channels * width
-        o, c, i, dj, x = torch.meshgrid(
-            *(torch.arange(n) for n in (out_channels, in_channels, k, k, width)), indexing="ij"
+        self.shape = tuple(shape)
+        positions = len(offsets)
+        o, c, i, j, p = torch.meshgrid(
+            *(torch.arange(n) for n in (out_channels, in_channels, k, k, positions)),
+            indexing="ij",
         )
-        kernel_entry = ((o * in_channels + c) * k + i) * k + dj  # flat index in W (out, in, k, k)
-        position = feature_of(c, i, x + dj) * self.columns + column_of(o, x)
+        offset = torch.tensor(offsets, dtype=torch.long).view(positions, 2)
+        flat = place(o, p, c, offset[p, 0] + i, offset[p, 1] + j)
+        kernel_entry = ((o * in_channels + c) * k + i) * k + j  # flat index in W (out, in, k, k)
         self.kernel_size = out_channels * in_channels * k * k
-        # gather[p]: the kernel entry at flat position p of T, or kernel_size (a zero) if none
-        self.gather = torch.full(
-            (self.features * self.columns,), self.kernel_size, dtype=torch.long
-        )
-        self.gather[position.flatten()] = kernel_entry.flatten()
-        if (self.gather < self.kernel_size).sum() != position.numel():
-            raise ValueError("feature_of / column_of map two kernel entries to one place")
-        # copies[e]: the `width` positions of T that hold kernel entry e (one per output column)
-        self.copies = position.reshape(self.kernel_size, width)
+        size = shape[0] * shape[1]
+        if flat.min() < 0 or flat.max() >= size:
+            raise ValueError(f"place() puts kernel entries outside a {shape} matrix")
+        # gather[f]: the kernel entry at flat position f of T, or kernel_size (a zero) if none
+        self.gather = torch.full((size,), self.kernel_size, dtype=torch.long)
+        self.gather[flat.flatten()] = kernel_entry.flatten()
+        if (self.gather < self.kernel_size).sum() != flat.numel():
+            raise ValueError("place() maps two kernel entries to one place")
+        # copies[e]: the positions of T that hold kernel entry e (one per output position)
+        self.copies = flat.reshape(self.kernel_size, positions)
 
     def to(self, device: torch.device | str) -> ToeplitzIndex:
         self.gather, self.copies = self.gather.to(device), self.copies.to(device)
         return self
 
-    def expand(self, kernels: torch.Tensor) -> torch.Tensor:
-        """(M, kernel_size) flat kernels -> (M, features, columns) Toeplitz matrices."""
-        return _Expand.apply(kernels, self.gather, self.copies).view(
-            -1, self.features, self.columns
-        )
+    def expand(self, kernels: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """(M, kernel_size) flat kernels -> T, written into `out` (M, *shape)."""
+        m = kernels.shape[0]
+        torch.index_select(F.pad(kernels, (0, 1)), 1, self.gather, out=out.view(m, -1))
+        return out
 
-
-class _Expand(torch.autograd.Function):
-    # a gather forward and a gather-and-sum backward: exact, with no atomic adds, so
-    # deterministic on every device (index_select's own backward, index_add, is not on CUDA)
-    @staticmethod
-    def forward(ctx, kernels, gather, copies):
-        ctx.save_for_backward(copies)
-        return F.pad(kernels, (0, 1)).index_select(1, gather)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (copies,) = ctx.saved_tensors
-        return grad[:, copies].sum(-1), None, None
+    def kernel_grad(self, grad: torch.Tensor) -> torch.Tensor:
+        """(M, *shape) gradient with respect to T -> (M, kernel_size) gradient with respect to
+        the kernels: each entry sums the places that hold it (in a fixed order: exact and
+        deterministic on every device, unlike an index_add)."""
+        return grad.reshape(grad.shape[0], -1)[:, self.copies].sum(-1)
