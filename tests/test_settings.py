@@ -315,7 +315,7 @@ def test_config_command_checks_and_prints_the_schema(capsys, tmp_path):
     from symbnn.cli import main
 
     assert main(["config", "check", str(REPO / "config.yaml")]) == 0
-    assert "OK (6 experiments" in capsys.readouterr().out
+    assert "OK (7 experiments" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("run: [x]\nexperiments: {}\n")
     assert main(["config", "check", str(bad)]) == 1
