@@ -2,8 +2,8 @@
 
 A model, a method or a dataset of the user's own is named by an import path
 ``package.module:attribute``. Such a name can also arrive in data: a store's ``architecture``
-or ``data`` attribute, a result pulled from a DVC remote. Importing it would run whatever the module (or
-``os:system``) does, so an import path is imported only when the user has named it:
+or ``data`` attribute, a result pulled from a DVC remote. Importing it would run whatever the
+module (or ``os:system``) does, so an import path is imported only when the user has named it:
 
 - in the configuration symbnn checks (`symbnn.settings.load_config` and
   `config_from_mapping` trust every experiment's ``model.name``, the ``class`` of each of its

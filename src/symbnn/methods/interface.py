@@ -177,8 +177,8 @@ class Method:
     A class named by import path in config.yaml (``methods: {mine: {class:
     "package.module:Mine", ...}}``) also describes itself by the class attributes below,
     which symbnn reads into a `Descriptor` when it plans the workflow, so its module is imported
-    then: keep torch out of its top level (import it in fit and draw) and planning stays
-    free of torch. A shipped method's descriptor (`symbnn.settings.methods.SHIPPED`) describes
+    then: keep torch out of its top level (import it in fit and draw) and planning imports no
+    torch for it. A shipped method's descriptor (`symbnn.settings.methods.SHIPPED`) describes
     it instead."""
 
     settings: ClassVar[type[Section]]  # its settings section: a frozen `Section` dataclass

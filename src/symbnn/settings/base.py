@@ -163,6 +163,8 @@ class Section:
         hints = type_hints(type(self))
         problems = Problems()
         for f in dataclasses.fields(self):
+            if is_internal(f):  # filled by the section's own parse, which checked it
+                continue
             with problems.collect():
                 value = parse_value(
                     hints[f.name], getattr(self, f.name), _join(where, f.name), f.metadata
