@@ -3,9 +3,9 @@
 The methods are the shipped descriptors (`SHIPPED`, declared beside their settings in
 `symbnn.settings.methods`) and those an experiment's configuration names by import path
 (``methods: {mine: {class: "package.module:Mine", ...}}``), whose class describes itself
-(`symbnn.methods.interface.Method`). Everything here reads descriptors, never a method's
-name: no torch is imported, since the Snakefile plans jobs from it and every `snakemake`
-start would pay for the import. A method's implementation is imported by `implementation`,
+(`symbnn.methods.interface.Method`). Every function here reads the method's descriptor, none
+singles a method out by its name. No torch is imported: the Snakefile plans jobs from here,
+and every `snakemake` start would pay for the import. A method's implementation is imported by `implementation`,
 inside jobs only (and a user's class, which is its own descriptor, when its settings are
 first read: its module is imported then, so it should keep torch out of its top level).
 """
@@ -30,6 +30,9 @@ __all__ = [
     "LABELS",
     "METHOD_NAMES",
     "SHIPPED",
+    "check_method",
+    "check_variant",
+    "code_params",
     "configured_methods",
     "descriptor",
     "draw_plan",
@@ -38,8 +41,11 @@ __all__ = [
     "fit_settings",
     "implementation",
     "labels",
+    "method_names",
     "mode_blocks",
     "predictive",
+    "samples_at_fit",
+    "settings_class",
     "settings_of",
     "split_counts",
     "variants",
