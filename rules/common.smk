@@ -10,6 +10,7 @@ import functools
 import re
 
 import symbnn.analyses.plan
+import symbnn.fingerprint
 import symbnn.methods.registry
 import symbnn.plateau
 import symbnn.report.symmetry_counts
@@ -31,13 +32,24 @@ def experiment_of(wildcards):
 
 
 def training_params(wildcards):
-    """What determines the trained weights: data, model and recipe."""
+    """What determines the trained weights: data, model and recipe; and the content of the
+    datasets of the user's own, if any (a changed dataset reruns the trainings)."""
     experiment = experiment_of(wildcards)
-    return {
+    params = {
         "data": experiment.data.to_dict(),
         "model": experiment.model.to_dict(),
         "recipe": experiment.recipe.to_dict(),
     }
+    return {**params, **data_fingerprint(wildcards.experiment)}
+
+
+@functools.cache
+def data_fingerprint(experiment):
+    """{"fingerprint": hash of what the experiment's dataset loaders of the user's own
+    return}, computed once per run in a child process; {} for shipped datasets."""
+    data = EXPERIMENTS[experiment].data
+    found = symbnn.fingerprint.of_data(data, SETTINGS.data_root)
+    return {} if found is None else {"fingerprint": found}
 
 
 def plateau_training_params(wildcards):
@@ -150,7 +162,11 @@ def all_targets():
 
 
 wildcard_constraints:
-    method="|".join(symbnn.methods.registry.METHOD_NAMES),
+    method="|".join(
+        symbnn.methods.registry.method_names(
+            e.methods for e in EXPERIMENTS.values() if e.methods is not None
+        )
+    ),
     variant="single|multi",
     block="[0-9]+",
 
@@ -184,15 +200,17 @@ def fit_params(wildcards):
     draws its samples while fitting; the retries when it trains its own network."""
     methods = methods_of(wildcards.experiment)
     registry, method = symbnn.methods.registry, wildcards.method
+    described = registry.descriptor(method, methods)
     blocks = symbnn.methods.registry.mode_blocks(method, methods)
     params = {
+        **registry.code_params(method, methods),
         "settings": registry.fit_settings(method, methods),
         "modes": blocks[int(wildcards.block)],
         "seed": methods.seed,
     }
-    if registry.samples_at_fit(method):
+    if described.samples_at_fit:
         params["counts"] = registry.fit_counts(method, methods)
-    if method in registry.TRAINS_FROM_SCRATCH:
+    if described.trains_from_scratch:
         # the network must pass the pool's acceptance threshold (read from its table) within
         # these retries
         params["retries"] = methods.retries
@@ -206,6 +224,7 @@ def draw_params(wildcards):
     methods = methods_of(wildcards.experiment)
     registry = symbnn.methods.registry
     return {
+        **registry.code_params(wildcards.method, methods),
         "settings": registry.draw_settings(wildcards.method, methods),
         "plan": [
             dataclasses.asdict(d)
@@ -238,7 +257,14 @@ def method_variants(experiment):
     if methods is None:
         return []
     registry = symbnn.methods.registry
-    return [(m, v) for m in registry.configured_methods(methods) for v in registry.variants(m)]
+    return [
+        (m, v) for m in registry.configured_methods(methods) for v in registry.variants(m, methods)
+    ]
+
+
+def method_labels(wildcards):
+    """Table 1's row label of each configured method, in row order."""
+    return symbnn.methods.registry.labels(methods_of(wildcards.experiment))
 
 
 def alignment_targets():
@@ -377,6 +403,7 @@ def import_params(pool):
             "offset": offset,
             "count": count,
             "data": experiment.data.to_dict(),
+            **data_fingerprint(wildcards.experiment),
         }
 
     return params

@@ -123,6 +123,7 @@ rule method_tables:
     params:
         # the paper's Table 1 block printed beside ours is chosen by the dataset
         dataset=section_params("data", "train"),
+        labels=method_labels,
     message:
         "Tables 1 and 2 of {wildcards.experiment}: MMD, NS MMD and uncertainty metrics per method"
     script:

@@ -9,6 +9,7 @@ import torch
 import yaml
 import zarr
 
+from symbnn.methods.registry import METHOD_NAMES
 from symbnn.models import build_model
 from symbnn.store import write_store
 
@@ -142,7 +143,8 @@ def tiny_experiment(n_samples, shard_size=2):
 # The experiment-independent analyses (rules/analyses.smk) cut down to seconds, and switched off.
 TINY_ANALYSES = {
     "toy": {"n_networks": 200, "epochs": 2, "n_per_class": 50, "max_loss": 0.3, "check_inputs": 64},
-    "permutation_frequency": {"runs": 2, "every_k_steps": 25, "epochs": 2, "milestones": [1]},
+    # the tiny experiment's recipe has a cosine schedule: no milestones
+    "permutation_frequency": {"runs": 2, "every_k_steps": 25, "epochs": 2},
     "marginals": {"n_networks": 24, "hidden": [4, 4], "epochs": 2},
     "symmetrised_vi": {
         "hidden": 3,
@@ -182,15 +184,9 @@ def workflow_config(experiments, analyses=None, **top):
     }
 
 
-# Every method, cut down to seconds: 2 samples per unit, 2 modes, 2 multi-mode replicates of
-# one mode each, a pool of 4 networks (2 Deep Ensemble replicates of 2 members).
-TINY_METHODS = {
-    "n_samples": 2,
-    "modes": 2,
-    "replicates": 2,
-    "modes_per_replicate": 1,
-    "pool": 4,
-    "first_seed": 1000,
+# Each method's settings cut down to seconds; a method not listed here (a new one) runs with
+# its defaults in the tests that iterate over the registered methods.
+TINY_SETTINGS = {
     "dropout": {"rate": 0.2},
     "bnn": {"elbo_samples": 1},
     "sghmc": {"burn_in_epochs": 0, "sample_every_epochs": 0.5},
@@ -198,6 +194,20 @@ TINY_METHODS = {
     "laplace": {"prior_precision": 1.0},
     "de": {},
 }
+# The sampling cut down to seconds: 2 samples per unit, 2 modes, 2 multi-mode replicates of
+# one mode each, a pool of 4 networks (2 Deep Ensemble replicates of 2 members).
+TINY_SAMPLING = {
+    "n_samples": 2,
+    "modes": 2,
+    "replicates": 2,
+    "modes_per_replicate": 1,
+    "pool": 4,
+    "first_seed": 1000,
+}
+# Every registered method, cut down to seconds
+TINY_METHODS = {**TINY_SAMPLING, **{name: TINY_SETTINGS.get(name, {}) for name in METHOD_NAMES}}
+# The rules a setting read only when drawing reruns (its method's samples and what follows)
+REDRAWN = {"sample", "canonicalize_samples", "predict", "metrics", "mmd_method", "method_tables"}
 
 
 def tiny_workflow_config(methods=True):
@@ -296,13 +306,65 @@ def stop_process(process: subprocess.Popen, timeout: float) -> None:
 
 def sample_with(method, problem, mode, count, settings=None, seed=0):
     """A method's `count` samples at `mode`: its fit, then its draw, with `settings` (a
-    mapping of the method's settings, checked by its settings section)."""
+    mapping of the method's settings, checked by its settings section). `method`: a shipped
+    method's name or a descriptor."""
     from symbnn.methods import registry
 
-    section = registry.settings_class(method).parse(settings or {}, method)
-    module = registry.module(method)
-    fitted = module.fit(problem, mode, section, seed, count)
-    return module.draw(problem, fitted, count, section, seed)
+    described = registry.descriptor(method) if isinstance(method, str) else method
+    section = described.settings.parse(settings or {}, described.name)
+    implementation = registry.implementation(described)
+    fitted = implementation.fit(problem, mode, section, seed, count)
+    return implementation.draw(problem, fitted, count, section, seed)
+
+
+def check_method_contract(described, problem, mode, settings, folder):
+    """What every method, shipped or added, must do (`described` its descriptor, `settings`
+    a mapping of its settings): its fit is deterministic for a seed and survives its tree file
+    (`symbnn.treefile`); its draw returns the model's state names and shapes, finite, the
+    same for the same seed; its samples round-trip through a sample store."""
+    from symbnn.methods import registry
+    from symbnn.methods.sampling import BlockFits, load_fits, save_fits, write_sample_store
+    from symbnn.store import open_store
+
+    section = described.settings.parse(settings, described.name)
+    method = registry.implementation(described)
+    count = 1 if described.members else 3
+    # the fit is asked for samples only when it draws them (`fit_counts`)
+    asked = count if described.samples_at_fit else None
+    fitted = method.fit(problem, mode, section, 11, asked)
+    again = method.fit(problem, mode, section, 11, asked)
+    assert_same_tree(fitted, again)
+    save_fits(BlockFits([0], [mode.seed], [fitted]), folder / "fits.safetensors")
+    stored = load_fits(folder / "fits.safetensors").fits[0]
+    assert_same_tree(fitted, stored)
+    reference = problem.build().state_dict()
+    samples = method.draw(problem, stored, count, section, 5)
+    assert_sample_contract(samples, reference, count)
+    assert_same_tree(samples, method.draw(problem, fitted, count, section, 5))
+    info = {"mode_index": np.zeros(count, np.int64), "unit": np.zeros(count, np.int64)}
+    attrs = {"method": described.name, "architecture": problem.model_spec}
+    store = write_sample_store(folder / "samples.zarr", attrs, samples, info)
+    assert store.validate() == [] and store.state_names == list(reference)
+    for name, tensor in samples.items():
+        assert np.array_equal(open_store(store.path).read(name), tensor.numpy()), name
+
+
+def assert_same_tree(a, b):
+    """Two fits (or sample dicts) hold the same values: tensors equal, plain values equal."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), (list(a), list(b))
+        for key in a:
+            assert_same_tree(a[key], b[key])
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same_tree(x, y)
+    elif isinstance(a, float) and a != a:  # NaN (no test set: accuracy not measured)
+        assert b != b
+    else:
+        assert a == b, (a, b)
 
 
 # The slowest files (whole workflow runs) first: `make test` hands its two workers a file at a

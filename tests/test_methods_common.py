@@ -1,15 +1,17 @@
-"""What every method shares: sample splitting, the registry, mode selection, sample stores,
-predictions, the methods config section and `symbnn sample`."""
+"""What every method shares: sample splitting, the registry, the contract every registered
+method keeps, mode selection, sample stores, predictions, the methods config section and
+`symbnn sample`."""
 
 import numpy as np
 import pytest
 import torch
-from conftest import repo_config, tiny_experiment
+from conftest import TINY_SETTINGS, check_method_contract, repo_config, tiny_experiment
 
 from symbnn.cli import main
 from symbnn.data.core import ImageData
 from symbnn.methods import ensembles, registry
 from symbnn.methods.base import Mode, Problem
+from symbnn.methods.interface import Descriptor, Method
 from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import Draw, mode_blocks, split_counts
 from symbnn.methods.sampling import (
@@ -94,7 +96,7 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
         [4, 5, 6, 7],
         [6, 7, 8, 9],
     ]
-    assert cfg.de_members_needed == 10
+    assert registry.descriptor("de").members_needed(cfg, cfg.de) == 10
     with pytest.raises(ConfigError, match="pool: 8 is below the 10 networks"):
         Methods.parse({**cfg.to_dict(), "pool": 8}, "methods")
     with pytest.raises(ConfigError, match="modes_per_replicate: 5 exceeds modes"):
@@ -121,6 +123,18 @@ def test_sampling_only_settings_are_not_fit_settings():
     assert "scale" not in fit and "bn_update" not in fit and fit["snapshots"] == 20
 
 
+@pytest.mark.parametrize("method", registry.METHOD_NAMES)
+def test_every_registered_method_keeps_the_contract(
+    method, tiny_problem, tiny_mode, tmp_path, one_torch_thread
+):
+    """Deterministic fit for a seed, its tree file, the model's state names and shapes,
+    finite samples, a sample store round trip: for every method the registry lists."""
+    described = registry.descriptor(method)
+    check_method_contract(
+        described, tiny_problem, tiny_mode, TINY_SETTINGS.get(method, {}), tmp_path
+    )
+
+
 def _problem():
     images = torch.randint(0, 256, (8, 1, 28, 28), dtype=torch.uint8)
     data = ImageData(images, torch.arange(8) % 10, 10, (0.5,), (0.25,), "random")
@@ -137,53 +151,52 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
     write_store(tmp_path / "pool.zarr", pool_state, {"seed": np.array([100, 101, 102])}, {})
     seen = []
 
-    class Fake:
-        @staticmethod
-        def fit(problem, mode, settings, seed, count):
+    class Fake(Method):
+        def fit(self, problem, mode, settings, seed, count):
             seen.append(("fit", mode.seed, seed, count))
             return {"state": mode.state}
 
-        @staticmethod
-        def draw(problem, fitted, count, settings, seed):
+        def draw(self, problem, fitted, count, settings, seed):
             seen.append(("draw", seed, count))
             return {
                 n: t.unsqueeze(0).repeat(count, *[1] * t.ndim) for n, t in fitted["state"].items()
             }
 
-    monkeypatch.setattr(registry, "module", lambda method: Fake)
     import symbnn.methods.sampling as sampling
 
-    monkeypatch.setattr(sampling, "module", lambda method: Fake)
+    monkeypatch.setattr(sampling, "implementation", lambda described: Fake())
+    fake = Descriptor("fake", "Fake", Swag, "test_methods_common:Fake")
     plan = [Draw(0, 3, 0), Draw(1, 2, 1), Draw(2, 2, 2)]
     blocks = [
-        fit_block(problem, "swag", Swag(), [k], 5, None, tmp_path / "pool.zarr", [0, 1, 2])
+        fit_block(problem, fake, Swag(), [k], 5, None, tmp_path / "pool.zarr", [0, 1, 2])
         for k in range(3)
     ]
     save_fits(blocks[1], tmp_path / "fits.safetensors")
     assert load_fits(tmp_path / "fits.safetensors").mode_seeds == [101]
-    state, info = draw_samples(problem, "swag", Swag(), blocks, plan, 5, multi=False)
+    state, info = draw_samples(problem, fake, Swag(), blocks, plan, 5, multi=False)
     assert list(info["mode_index"]) == [0, 0, 0, 1, 1, 2, 2]
     assert list(info["mode_seed"]) == [100, 100, 100, 101, 101, 102, 102]
     assert list(info["unit"]) == [0, 0, 0, 1, 1, 2, 2]
     assert ("fit", 101, 6, None) in seen and ("draw", 7, 2) in seen
     assert torch.equal(state["fc2.weight"][3], pool_state["fc2.weight"][1])
     # a multi-mode replicate draws with a seed of its own
-    draw_samples(problem, "swag", Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
+    draw_samples(problem, fake, Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
     assert ("draw", 5 + 1 + REPLICATE_SEED_STRIDE * 4, 2) in seen
     with pytest.raises(ValueError, match=r"no fit for mode\(s\) \[2\]"):
-        draw_samples(problem, "swag", Swag(), blocks[:2], plan, 5, multi=False)
+        draw_samples(problem, fake, Swag(), blocks[:2], plan, 5, multi=False)
 
 
 def test_deep_ensemble_member_is_the_mode_itself():
     problem = _problem()
     state = problem.build().state_dict()
-    fitted = ensembles.fit(problem, Mode(1, state), DeepEnsembles(), 0, 1)
-    out = ensembles.draw(problem, fitted, 1, DeepEnsembles(), 0)
+    member = ensembles.DeepEnsemble()
+    fitted = member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 1)
+    out = member.draw(problem, fitted, 1, DeepEnsembles(), 0)
     assert all(torch.equal(out[name][0], state[name]) for name in state)
     with pytest.raises(ValueError, match="one network"):
-        ensembles.fit(problem, Mode(1, state), DeepEnsembles(), 0, 2)
+        member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 2)
     with pytest.raises(ValueError, match="the fit drew"):
-        ensembles.draw(problem, fitted, 2, DeepEnsembles(), 0)
+        member.draw(problem, fitted, 2, DeepEnsembles(), 0)
 
 
 @pytest.fixture
@@ -294,9 +307,14 @@ def test_predictions_refuse_nan_weights_and_leave_nothing(tmp_path, optunet_stor
     assert not list(tmp_path.glob(".pred.zarr.tmp-*"))
 
 
-def test_repository_config_turns_on_every_method():
+PAPER_METHODS = ["dropout", "bnn", "sghmc", "swag", "laplace", "de"]
+
+
+def test_repository_config_turns_on_the_papers_methods():
+    """The paper's six methods run by default; a method added later need not (its test
+    iterates over the registry)."""
     methods = Methods.parse(repo_config()["experiments"]["default"]["methods"], "methods")
-    assert registry.configured_methods(methods) == list(registry.METHOD_NAMES)
+    assert registry.configured_methods(methods)[: len(PAPER_METHODS)] == PAPER_METHODS
 
 
 def test_cli_sample_trains_a_missing_pool_and_predicts(tmp_path, capsys, monkeypatch):

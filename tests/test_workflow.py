@@ -7,9 +7,11 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
+from conftest import REDRAWN
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
 
+from symbnn.methods import registry
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 
@@ -99,11 +101,10 @@ def test_rerunning_one_shard_keeps_the_others(finished_run, tmp_path):
 
 
 def test_every_method_samples_predicts_and_is_tabulated(finished_run):
+    """Every registered method (tiny_workflow_config turns each on): its samples, predictions,
+    MMD and metrics per unit, one fit per mode, its rows of Tables 1 and 2."""
     results = finished_run / "results" / "tiny"
-    pairs = [
-        (m, v) for m in ("dropout", "bnn", "sghmc", "swag", "laplace") for v in ("single", "multi")
-    ]
-    pairs.append(("de", "multi"))
+    pairs = [(m, v) for m in registry.METHOD_NAMES for v in registry.variants(m)]
     target = open_store(results / "posterior" / "target.zarr")
     for method, variant in pairs:
         folder = results / "methods" / method / variant
@@ -114,7 +115,7 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
         assert samples.n_samples == 4 and samples.state_names == target.state_names
         assert samples.attrs["method"] == method and samples.attrs["variant"] == variant
         assert list(samples.info("unit")) == [0, 0, 1, 1], (method, variant)
-        modes = [0, 1, 2, 3] if method == "de" else [0, 0, 1, 1]
+        modes = [0, 1, 2, 3] if registry.descriptor(method).members else [0, 0, 1, 1]
         assert list(samples.info("mode_index")) == modes, (method, variant)
         predictions = open_predictions(folder / "predictions.zarr")
         assert predictions.read("test").shape[0] == 4
@@ -125,7 +126,7 @@ def test_every_method_samples_predicts_and_is_tabulated(finished_run):
         assert mmd["unit"].to_list() == [0, 1] and metrics["unit"].to_list() == [0, 1]
         assert metrics["mode_accuracy"].null_count() == 0
     # one fit per mode (or one block of members), shared by both variants
-    for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
+    for method in [m for m in registry.METHOD_NAMES if not registry.descriptor(m).members]:
         assert sorted(p.name for p in (results / "methods" / method / "fits").iterdir()) == [
             "000.safetensors",
             "001.safetensors",
@@ -336,7 +337,7 @@ RERUNS = {
     ),
     "swag scale (sampling only)": (
         _set("methods", "swag", "scale", 0.2),
-        {"sample", "canonicalize_samples", "predict", "metrics", "mmd_method", "method_tables"},
+        REDRAWN,
         {"fit"},
         "/swag/",
     ),

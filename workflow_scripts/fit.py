@@ -4,8 +4,8 @@ the params leave out takes its default, which the fit does not read."""
 
 import torch
 
-from symbnn.jobenv import environment
-from symbnn.methods.registry import settings_class
+from symbnn.jobenv import environment, job_experiment
+from symbnn.methods.registry import descriptor
 from symbnn.methods.sampling import fit_block, job_problem, save_fits
 from symbnn.posterior import acceptance_threshold_of, converged_rows
 from symbnn.runlog import log_to
@@ -19,14 +19,15 @@ with log_to(snakemake.log[0]):
         snakemake.params.training,
         snakemake.params.fit,
     )
+    described = descriptor(method, job_experiment(snakemake).methods)
     # a method that trains its own network keeps it only if it passes the pool's acceptance
     # threshold, as the pool's networks had to
     threshold = acceptance_threshold_of(snakemake.input.converged) if "retries" in fit else 0.0
     problem = job_problem(training, env, threshold, fit.get("retries", 0))
     fits = fit_block(
         problem,
-        method,
-        settings_class(method).parse(fit["settings"], f"methods.{method}"),
+        described,
+        described.settings.parse(fit["settings"], f"methods.{method}"),
         fit["modes"],
         fit["seed"],
         fit.get("counts"),

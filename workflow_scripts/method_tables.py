@@ -32,7 +32,8 @@ with log_to(snakemake.log[0]):
     metrics = pl.concat(
         [pl.read_parquet(path) for path in snakemake.input.metrics], how="diagonal_relaxed"
     )
-    units = unit_table(mmd, metrics)
+    labels = snakemake.params.labels  # row label of each method, in row order
+    units = unit_table(mmd, metrics, labels)
     first = table1(units)
     target = pl.read_parquet(snakemake.input.converged).filter(pl.col("converged"))
     target_sd = float(target["test_accuracy"].std() * 100) if target.height > 1 else None
@@ -40,8 +41,8 @@ with log_to(snakemake.log[0]):
     paper = paper_table1(block) if block else first.head(0).select(["group", "method"])
     spread = pl.concat([pl.read_parquet(path) for path in snakemake.input.spread])
     # "mean ± sd" text, units in the headers, each row's canonical width against the target's
-    shown = with_width_notes(table1_display(first), width_notes(spread))
-    second = table2(mmd)
+    shown = with_width_notes(table1_display(first), width_notes(spread), labels)
+    second = table2(mmd, labels)
     beside = paper_comparison(first, paper)
     found = findings(units, target_accuracy_sd=target_sd)
     tables = {

@@ -2,8 +2,8 @@
 
 import torch
 
-from symbnn.jobenv import environment
-from symbnn.methods.registry import Draw, settings_class
+from symbnn.jobenv import environment, job_experiment
+from symbnn.methods.registry import Draw, descriptor
 from symbnn.methods.sampling import (
     draw_samples,
     load_fits,
@@ -29,11 +29,12 @@ with log_to(snakemake.log[0]):
         env.download,
         env.device,
     )
-    settings = settings_class(method).parse(draw["settings"], f"methods.{method}")
+    described = descriptor(method, job_experiment(snakemake).methods)
+    settings = described.settings.parse(draw["settings"], f"methods.{method}")
     blocks = [load_fits(path) for path in snakemake.input.fits]
     plan = [Draw(**d) for d in draw["plan"]]
     state, info = draw_samples(
-        problem, method, settings, blocks, plan, draw["seed"], multi=variant == "multi"
+        problem, described, settings, blocks, plan, draw["seed"], multi=variant == "multi"
     )
     attrs = sample_attrs(snakemake.wildcards.experiment, problem, data, method, variant, settings)
     store = write_sample_store(snakemake.output.store, attrs, state, info)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from symbnn import trust
-from symbnn.settings import Config, Methods, config_from_mapping
-from symbnn.settings.load import check_duplicated_keys, check_model_imports
+from symbnn.settings import Config, Experiment, Methods, config_from_mapping
+from symbnn.settings.load import check_duplicated_keys, check_imports
 
 
 def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
@@ -28,13 +28,15 @@ def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
     """The Snakefile's `config` (config.yaml with --config overrides) checked; errors name
     the last config file given and, where the key is in it, its line. Snakemake reads the
     files with a plain YAML loader, which keeps the later of two equal keys: they are read
-    again here to refuse that. The model import paths of the experiments to run must import;
-    they are trusted here and, through SYMBNN_TRUSTED_IMPORTS, in every job."""
+    again here to refuse that. The models and methods the experiments to run name by import
+    path must import (their datasets are loaded, checked and fingerprinted in a child process
+    when the workflow plans: `symbnn.fingerprint`, no torch here); every import path the
+    configuration names is trusted here and, through SYMBNN_TRUSTED_IMPORTS, in every job."""
     files = [str(f) for f in getattr(workflow, "configfiles", [])]
     source = files[-1] if files else "config.yaml"
     check_duplicated_keys(files)
     settings = config_from_mapping(config, source)
-    check_model_imports(settings, settings.run, source)
+    check_imports(settings, settings.run, source, datasets=False)
     trust.export_to_environment()
     return settings
 
@@ -54,9 +56,14 @@ def environment(snakemake: Any) -> Environment:
     return Environment(config.data_root, config.download, config.device)
 
 
+def job_experiment(snakemake: Any) -> Experiment:
+    """The settings of the job's experiment (its `experiment` wildcard)."""
+    config = config_from_mapping(snakemake.config, "config")
+    return config.experiments[snakemake.wildcards.experiment]
+
+
 def predict_batch(snakemake: Any) -> int:
     """Test images per forward pass of the job's experiment (a resource: the predictions do
     not depend on it)."""
-    config = config_from_mapping(snakemake.config, "config")
-    methods = config.experiments[snakemake.wildcards.experiment].methods
+    methods = job_experiment(snakemake).methods
     return methods.predict_batch if methods else Methods.default("predict_batch")

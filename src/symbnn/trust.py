@@ -1,12 +1,13 @@
 """Which code symbnn may import when something names it by import path.
 
-A model (and, later, a method or a dataset) of the user's own is named by an import path
+A model, a method or a dataset of the user's own is named by an import path
 ``package.module:attribute``. Such a name can also arrive in data: a store's ``architecture``
-attribute, a result pulled from a DVC remote. Importing it would run whatever the module (or
-``os:system``) does, so an import path is imported only when the user has named it:
+or ``data`` attribute, a result pulled from a DVC remote. Importing it would run whatever the
+module (or ``os:system``) does, so an import path is imported only when the user has named it:
 
 - in the configuration symbnn checks (`symbnn.settings.load_config` and
-  `config_from_mapping` trust every experiment's ``model.name`` import path);
+  `config_from_mapping` trust every experiment's ``model.name``, the ``class`` of each of its
+  methods and its ``data.train`` / ``data.ood`` that are import paths);
 - on the command line, ``symbnn --trust-model package.module:Net`` (the CLI also reads the
   current folder's config.yaml, when there is a valid one, the first time it needs to);
 - in code, `trust` (or a model spec passed to `symbnn.api`);
@@ -19,9 +20,11 @@ Anything else is refused with `UntrustedImport` before anything is imported.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 KINDS = ("model", "method", "dataset")
 IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # package.module:attribute
@@ -102,7 +105,11 @@ def require(kind: str, path: str, where: str = "") -> None:
             f"`symbnn --trust-model {path}`"
         )
     else:
-        remedy = f"if you trust it, add {kind}={path} to {ENVIRONMENT}"
+        key = "a method's class" if kind == "method" else "data.train or data.ood"
+        remedy = (
+            f"if you trust it, name it as {key} in your config.yaml or add {kind}={path} to "
+            f"{ENVIRONMENT}"
+        )
     prefix = f"{where}: " if where else ""
     raise UntrustedImport(
         f"{prefix}{kind} {path!r} is named by import path, and symbnn imports code only where "
@@ -110,12 +117,48 @@ def require(kind: str, path: str, where: str = "") -> None:
     )
 
 
-def trust_config_models(experiments: Iterable[object]) -> None:
-    """Trust the import path each experiment's ``model.name`` holds (shipped names have none)."""
+def import_object(kind: str, path: str) -> Any:
+    """The object ``package.module:attribute`` names (dots in the attribute walk nested
+    attributes), imported only if ``path`` is trusted as a ``kind`` (else `UntrustedImport`,
+    nothing imported); ValueError naming the path when the module or attribute is missing."""
+    require(kind, path)
+    module_name, _, attribute = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"{kind} {path!r}: cannot import module {module_name!r} ({exc}); is it installed, "
+            "or on PYTHONPATH?"
+        ) from exc
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"{kind} {path!r}: {target.__name__!r} has no attribute {part!r}")
+        target = getattr(target, part)
+    return target
+
+
+def config_imports(experiments: Iterable[object]) -> set[tuple[str, str]]:
+    """The (kind, path) pairs the experiments name by import path: each ``model.name``, each
+    method's ``class`` and each of ``data.train`` / ``data.ood`` (shipped names have none)."""
+    found = set()
     for experiment in experiments:
         name = getattr(getattr(experiment, "model", None), "name", None)
         if is_import_path(name):
-            trust("model", name)
+            found.add(("model", name))
+        data = getattr(experiment, "data", None)
+        for dataset in (getattr(data, "train", None), getattr(data, "ood", None)):
+            if is_import_path(dataset):
+                found.add(("dataset", dataset))
+        methods = getattr(experiment, "methods", None)
+        for imported in getattr(methods, "imported", ()):
+            found.add(("method", imported.path))
+    return found
+
+
+def trust_config_imports(experiments: Iterable[object]) -> None:
+    """Trust every import path the experiments name (`config_imports`)."""
+    for kind, path in config_imports(experiments):
+        trust(kind, path)
 
 
 def export_to_environment() -> str:

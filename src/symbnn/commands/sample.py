@@ -32,7 +32,15 @@ def _configured(args):
     methods = data["experiments"][args.experiment]["methods"]
     if methods is None:
         raise ValueError(f"{args.config}: experiments.{args.experiment} has no `methods` section")
-    methods[args.method] = methods[args.method] or {}
+    if args.method not in methods:
+        from symbnn.methods.registry import METHOD_NAMES
+
+        if args.method not in METHOD_NAMES:
+            raise ValueError(
+                f"METHOD {args.method!r}: neither a shipped method ({', '.join(METHOD_NAMES)}) "
+                f"nor one that experiments.{args.experiment}.methods names by import path"
+            )
+    methods[args.method] = methods.get(args.method) or {}
     changes = []
     for text in args.set or []:
         key, value = _parse_override(text)
@@ -50,14 +58,16 @@ def _run(args) -> int:
     from symbnn.methods.registry import check_variant
     from symbnn.methods.sampling import problem_for, sample_store
     from symbnn.posterior import convergence_table, gather_shards, train_shard
+    from symbnn.settings.load import check_imports
 
-    try:
-        check_variant(args.method, args.variant)
-    except ValueError as exc:
-        raise ValueError(f"--variant {args.variant}: {exc}") from None
     config = _configured(args)
+    check_imports(config, [args.experiment], args.config)
     experiment = config.experiments[args.experiment]
     methods = experiment.methods
+    try:
+        check_variant(args.method, args.variant, methods)
+    except ValueError as exc:
+        raise ValueError(f"--variant {args.variant}: {exc}") from None
     pool = Path(args.pool or Path(config.results) / args.experiment / "modes" / "pool.zarr")
     if not pool.exists():
         print(f"no pool store at {pool}: training its {methods.pool} networks first")
@@ -142,7 +152,9 @@ def register(subparsers) -> None:
         help="draw one posterior approximation's weight samples for an experiment (docs/maths.md, section 4)",
     )
     parser.add_argument(
-        "method", metavar="METHOD", choices=METHOD_NAMES, help=f"one of {', '.join(METHOD_NAMES)}"
+        "method",
+        metavar="METHOD",
+        help=f"one of {', '.join(METHOD_NAMES)}, or a method the experiment names by import path",
     )
     parser.add_argument("output", metavar="OUT", help="sample store to write")
     parser.add_argument("--experiment", required=True, help="experiment of the config file")

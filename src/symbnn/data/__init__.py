@@ -1,4 +1,7 @@
 """Datasets: `load_dataset(name, split, root)` returns an `ImageData` (uint8 images, labels).
+`name` is a shipped dataset, or the import path ``package.module:function`` of a loader of
+the user's own with the same signature, ``function(split, root, **options) -> ImageData``
+(imported only when trusted: `symbnn.trust`, i.e. when the configuration names it).
 
 Every loader's result passes `symbnn.data.validate.check_image_data` before it is returned,
 and each format reader checks its files first; a bad dataset is a `DatasetError` (a
@@ -12,9 +15,11 @@ in-distribution set's statistics by the caller (`id_data.normalize(ood.images)`)
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
+from symbnn import trust
 from symbnn.data.core import DatasetError, ImageData
 from symbnn.data.validate import check_image_data
 
@@ -39,14 +44,37 @@ SPLITS = ("train", "test")
 
 
 def load_dataset(name: str, split: str, root: str | Path = "data", **options: Any) -> ImageData:
-    if name not in _LOADERS:
-        raise ValueError(f"unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
     if split not in SPLITS:
         raise ValueError(f"dataset {name!r}: unknown split {split!r} (known: {', '.join(SPLITS)})")
+    source = f"dataset {name!r}, split {split!r}"
+    if trust.is_import_path(name):
+        data = _load_imported(name, split, Path(root), options)
+        # a set of the user's own may be a classification set or one without classes (OOD)
+        labelled = getattr(data, "num_classes", None) != 1
+        return check_image_data(data, source, labelled)
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
     module_name, function_name = _LOADERS[name].split(":")
     loader = getattr(importlib.import_module(module_name), function_name)
     data = loader(split, Path(root), **options)
-    return check_image_data(data, f"dataset {name!r}, split {split!r}", name not in UNLABELLED)
+    return check_image_data(data, source, name not in UNLABELLED)
+
+
+def _load_imported(path: str, split: str, root: Path, options: dict[str, Any]) -> Any:
+    """What the user's loader ``path`` returns for ``split`` (imported only if trusted)."""
+    loader = trust.import_object("dataset", path)
+    if not callable(loader):
+        raise DatasetError(f"dataset {path!r} is not a function")
+    try:
+        inspect.signature(loader).bind(split, root, **options)
+    except TypeError as exc:
+        raise DatasetError(
+            f"dataset {path!r} cannot be called as {path.partition(':')[2]}(split, root"
+            f"{''.join(f', {key}=...' for key in options)}): {exc}"
+        ) from None
+    except ValueError:  # no signature to check (a builtin): the call says
+        pass
+    return loader(split, root, **options)
 
 
 __all__ = ["DatasetError", "ImageData", "load_dataset", "DATASET_NAMES", "SPLITS"]

@@ -10,6 +10,12 @@ from symbnn.data import load_dataset
 from symbnn.data.core import DatasetError, ImageData
 from symbnn.data.validate import check_fits_model
 from symbnn.settings import Config, Data
+from symbnn.trust import is_import_path
+
+
+def _download(name: str, download: bool) -> dict[str, Any]:
+    """The shipped loaders' download option; a loader of the user's own gets none."""
+    return {"download": True} if download and not is_import_path(name) else {}
 
 
 def load_in_distribution(
@@ -21,7 +27,7 @@ def load_in_distribution(
     """(train, test) of the in-distribution set, each cut to train_limit / test_limit by a
     stratified subset (`symbnn.data.limits`). Given the experiment's ``model`` spec, both
     splits must fit its input and class count (a DatasetError before anything trains)."""
-    options = {"download": True} if download else {}
+    options = _download(data.train, download)
     train = load_dataset(data.train, "train", root, **options)
     test = load_dataset(data.train, "test", root, **options)
     if data.train_limit is not None:
@@ -41,10 +47,13 @@ def load_in_distribution(
 
 
 def load_out_of_distribution(
-    data: Data, root: str | os.PathLike, like: ImageData, download: bool = Config.default("download")
+    data: Data,
+    root: str | os.PathLike,
+    like: ImageData,
+    download: bool = Config.default("download"),
 ) -> ImageData:
     """The OOD set; its images must match ``like``'s shape."""
-    options = {"download": True} if download else {}
+    options = _download(data.ood, download)
     ood = load_dataset(data.ood, "test", root, **options, **data.ood_options.to_dict())
     if ood.images.shape[1:] != like.images.shape[1:]:
         raise ValueError(

@@ -1,16 +1,16 @@
 """What every posterior approximation shares: the problem it samples for, the trained modes
-it starts from, and the two steps every method has.
+it starts from, and helpers for its two steps.
 
-A method module defines ``fit(problem, mode, settings, seed, count) -> Fitted`` (what it
-learns at one mode: tensors, numbers and strings in dicts and lists, which `symbnn.treefile`
-stores) and ``draw(problem, fitted, count, settings, seed)`` returning ``count`` samples
-stacked as a state dict name -> (count, *shape). The workflow runs the fits as one job per
-block of modes and the draws as one job per variant, so a setting used only when drawing
-(``SAMPLING_KEYS`` of a method's settings section, e.g. SWAG's scale) redraws the samples
-without refitting. A method whose samples come out of its fit (a Markov chain, Deep
-Ensembles) draws them in ``fit`` and ``draw`` returns them
-(`symbnn.methods.registry.SAMPLES_AT_FIT`). Every sample is a plain state dict of the
-experiment's model, so samples live in the same store layout as the target posterior.
+A method's implementation (`symbnn.methods.interface.Method`) defines ``fit(problem, mode,
+settings, seed, count) -> Fitted`` (what it learns at one mode: tensors, numbers and strings
+in dicts and lists, which `symbnn.treefile` stores) and ``draw(problem, fitted, count,
+settings, seed)`` returning ``count`` samples stacked as a state dict name -> (count,
+*shape). The workflow runs the fits as one job per block of modes and the draws as one job
+per variant, so a setting used only when drawing (its descriptor's ``sampling_keys``, e.g.
+SWAG's scale) redraws the samples without refitting. A method whose samples come out of its
+fit (a Markov chain, Deep Ensembles) draws them in ``fit`` and ``draw`` returns them (its
+descriptor's ``samples_at_fit``). Every sample is a plain state dict of the experiment's
+model, so samples live in the same store layout as the target posterior.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
 from symbnn.methods.base import Fitted, Mode, Problem, generator, train_until_converged
+from symbnn.methods.interface import Method
 from symbnn.settings import Bnn
 from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
@@ -282,30 +283,30 @@ def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, 
     return mean, std
 
 
-def fit(problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
-    """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
-    network at q's means reaches the target's convergence threshold: its means, rhos and the
-    network's buffers."""
-    bnn, used, score = train_converged_bnn(problem, mode.seed, settings)
-    return {
-        "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
-        "mu": [m.detach().cpu() for m in bnn.mu],
-        "rho": [r.detach().cpu() for r in bnn.rho],
-        "train_seed": used,
-        "test_accuracy": score,
-    }
+class BayesByBackprop(Method):
+    def fit(self, problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
+        """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
+        network at q's means reaches the target's convergence threshold: its means, rhos and
+        the network's buffers."""
+        bnn, used, score = train_converged_bnn(problem, mode.seed, settings)
+        return {
+            "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
+            "mu": [m.detach().cpu() for m in bnn.mu],
+            "rho": [r.detach().cpu() for r in bnn.rho],
+            "train_seed": used,
+            "test_accuracy": score,
+        }
 
-
-def draw(
-    problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
-) -> dict[str, torch.Tensor]:
-    """`count` independent draws from the trained q."""
-    bnn = variational_model(problem, 0, settings)
-    bnn.net.load_state_dict(fitted["net"])
-    with torch.no_grad():
-        for param, value in zip([*bnn.mu, *bnn.rho], [*fitted["mu"], *fitted["rho"]]):
-            param.copy_(value)
-    return bnn.eval().sample_states(count, generator(seed))
+    def draw(
+        self, problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
+    ) -> dict[str, torch.Tensor]:
+        """`count` independent draws from the trained q."""
+        bnn = variational_model(problem, 0, settings)
+        bnn.net.load_state_dict(fitted["net"])
+        with torch.no_grad():
+            for param, value in zip([*bnn.mu, *bnn.rho], [*fitted["mu"], *fitted["rho"]]):
+                param.copy_(value)
+        return bnn.eval().sample_states(count, generator(seed))
 
 
 __all__ = [
@@ -323,6 +324,5 @@ __all__ = [
     "variational_model",
     "train_bnn",
     "mean_accuracy",
-    "fit",
-    "draw",
+    "BayesByBackprop",
 ]

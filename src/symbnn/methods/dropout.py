@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from symbnn.methods.base import Fitted, Mode, Problem, generator, train_until_converged
+from symbnn.methods.interface import Method
 from symbnn.settings import Dropout
 from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
@@ -137,27 +138,28 @@ def sample_trained(
     return fold_masks(model.state_dict(), [f"{name}.weight" for name, _ in targets], masks, rate)
 
 
-def fit(problem: Problem, mode: Mode, settings: Dropout, seed: int, count: int) -> Fitted:
-    """Train seed `mode.seed` with dropout (mode.state is ignored), retrying fresh seeds
-    until the network (dropout off) reaches the target's convergence threshold: its weights."""
-    dropout_layers(problem.build(), settings.layers)  # validate before training
-    model, used, score = train_until_converged(
-        "dropout",
-        problem,
-        mode.seed,
-        lambda s: train_with_dropout(problem, s, settings.rate, settings.layers),
-        lambda m: accuracy(m, problem.test, problem.device),
-    )
-    state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
-    return {"state": state, "train_seed": used, "test_accuracy": score}
+class McDropout(Method):
+    def fit(self, problem: Problem, mode: Mode, settings: Dropout, seed: int, count: int) -> Fitted:
+        """Train seed `mode.seed` with dropout (mode.state is ignored), retrying fresh seeds
+        until the network (dropout off) reaches the target's convergence threshold: its
+        weights."""
+        dropout_layers(problem.build(), settings.layers)  # validate before training
+        model, used, score = train_until_converged(
+            "dropout",
+            problem,
+            mode.seed,
+            lambda s: train_with_dropout(problem, s, settings.rate, settings.layers),
+            lambda m: accuracy(m, problem.test, problem.device),
+        )
+        state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
+        return {"state": state, "train_seed": used, "test_accuracy": score}
 
-
-def draw(
-    problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
-) -> dict[str, torch.Tensor]:
-    """`count` masks folded into the trained weights."""
-    model = problem.build(fitted["state"]).eval()
-    return sample_trained(model, count, settings.rate, settings.layers, seed)
+    def draw(
+        self, problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
+    ) -> dict[str, torch.Tensor]:
+        """`count` masks folded into the trained weights."""
+        model = problem.build(fitted["state"]).eval()
+        return sample_trained(model, count, settings.rate, settings.layers, seed)
 
 
 __all__ = [
@@ -167,6 +169,5 @@ __all__ = [
     "draw_masks",
     "fold_masks",
     "sample_trained",
-    "fit",
-    "draw",
+    "McDropout",
 ]

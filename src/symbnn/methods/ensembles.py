@@ -6,20 +6,22 @@ from __future__ import annotations
 import torch
 
 from symbnn.methods.base import Fitted, Mode, Problem, fitted_samples
+from symbnn.methods.interface import Method
 from symbnn.settings import DeepEnsembles
 
 
-def fit(problem: Problem, mode: Mode, settings: DeepEnsembles, seed: int, count: int) -> Fitted:
-    if count != 1:
-        raise ValueError(
-            f"a Deep Ensemble member is one network; asked for {count} samples of one mode"
-        )
-    return {
-        "samples": {name: t.detach().cpu().unsqueeze(0).clone() for name, t in mode.state.items()}
-    }
+class DeepEnsemble(Method):
+    def fit(
+        self, problem: Problem, mode: Mode, settings: DeepEnsembles, seed: int, count: int
+    ) -> Fitted:
+        if count != 1:
+            raise ValueError(
+                f"a Deep Ensemble member is one network; asked for {count} samples of one mode"
+            )
+        state = {name: t.detach().cpu().unsqueeze(0).clone() for name, t in mode.state.items()}
+        return {"samples": state}
 
-
-def draw(
-    problem: Problem, fitted: Fitted, count: int, settings: DeepEnsembles, seed: int
-) -> dict[str, torch.Tensor]:
-    return fitted_samples("de", fitted, count)
+    def draw(
+        self, problem: Problem, fitted: Fitted, count: int, settings: DeepEnsembles, seed: int
+    ) -> dict[str, torch.Tensor]:
+        return fitted_samples("de", fitted, count)

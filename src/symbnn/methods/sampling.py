@@ -21,16 +21,9 @@ import torch
 from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.methods.base import Fitted, Problem, concat_states
+from symbnn.methods.interface import Descriptor, Draw
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import (
-    Draw,
-    draw_plan,
-    fit_counts,
-    mode_blocks,
-    module,
-    samples_at_fit,
-    settings_of,
-)
+from symbnn.methods.registry import descriptor, implementation, settings_of
 from symbnn.progress import progress
 from symbnn.settings import Data, Experiment, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
@@ -83,7 +76,7 @@ class BlockFits:
 
 def fit_block(
     problem: Problem,
-    method: str,
+    method: Descriptor,
     settings: Section,
     modes: list[int],
     seed: int,
@@ -94,9 +87,9 @@ def fit_block(
     """Fit the method at each mode k of `modes` (the pool's k-th converged network,
     `converged` listing the converged rows), drawing from seed `seed + k`. `counts` (samples
     per mode, `fit_counts`) matters only to methods that draw their samples while fitting."""
-    fit = module(method).fit
+    fit = implementation(method).fit
     seeds, fits = [], []
-    for k in progress(modes, desc=f"fit {method}", unit="mode"):
+    for k in progress(modes, desc=f"fit {method.name}", unit="mode"):
         mode = select_mode(pool_path, converged, k)
         fits.append(fit(problem, mode, settings, seed + k, None if counts is None else counts[k]))
         seeds.append(mode.seed)
@@ -123,7 +116,7 @@ REPLICATE_SEED_STRIDE = 10_000
 
 def draw_samples(
     problem: Problem,
-    method: str,
+    method: Descriptor,
     settings: Section,
     blocks: list[BlockFits],
     plan: list[Draw],
@@ -137,8 +130,8 @@ def draw_samples(
     fits = {k: (pool_seed, fitted) for b in blocks for k, pool_seed, fitted in b.rows()}
     missing = sorted({d.mode for d in plan} - set(fits))
     if missing:
-        raise ValueError(f"{method}: no fit for mode(s) {missing} (fits cover {sorted(fits)})")
-    draw, at_fit = module(method).draw, samples_at_fit(method)
+        raise ValueError(f"{method.name}: no fit for mode(s) {missing} (fits cover {sorted(fits)})")
+    draw, at_fit = implementation(method).draw, method.samples_at_fit
     parts, info = [], {"mode_index": [], "mode_seed": [], "unit": []}
     for d in plan:
         pool_seed, fitted = fits[d.mode]
@@ -194,15 +187,16 @@ def sample_store(
 ) -> Store:
     """Fit every block and write the variant's sample store in one go (`symbnn sample`)."""
     methods = experiment.methods
+    described = descriptor(method, methods)
     settings = settings_of(method, methods)
-    counts = fit_counts(method, methods)
+    counts = described.fit_counts(methods, settings)
     blocks = [
-        fit_block(problem, method, settings, modes, methods.seed, counts, pool_path, converged)
-        for modes in mode_blocks(method, methods)
+        fit_block(problem, described, settings, modes, methods.seed, counts, pool_path, converged)
+        for modes in described.mode_blocks(methods, settings)
     ]
-    plan = draw_plan(method, variant, methods)
+    plan = described.draw_plan(variant, methods, settings)
     state, info = draw_samples(
-        problem, method, settings, blocks, plan, methods.seed, multi=variant == "multi"
+        problem, described, settings, blocks, plan, methods.seed, multi=variant == "multi"
     )
     attrs = sample_attrs(experiment_name, problem, experiment.data, method, variant, settings)
     return write_sample_store(Path(out_path), attrs, state, info)

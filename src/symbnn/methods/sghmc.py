@@ -43,6 +43,7 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.methods.base import Fitted, Mode, Problem, check_count, fitted_samples, generator
+from symbnn.methods.interface import Method
 from symbnn.methods.sghmc_dynamics import (
     GammaHyperprior,
     GaussianPrior,
@@ -125,16 +126,16 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
     return int(state >> np.uint64(1))
 
 
-def fit(problem: Problem, mode: Mode, settings: Sghmc, seed: int, count: int) -> Fitted:
-    """The chain from `mode`: its `count` samples."""
-    return {"samples": chain(problem, mode, count, settings, seed)}
+class SghmcChains(Method):
+    def fit(self, problem: Problem, mode: Mode, settings: Sghmc, seed: int, count: int) -> Fitted:
+        """The chain from `mode`: its `count` samples."""
+        return {"samples": chain(problem, mode, count, settings, seed)}
 
-
-def draw(
-    problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
-) -> dict[str, torch.Tensor]:
-    """The chain's samples, as `fit` drew them."""
-    return fitted_samples(NAME, fitted, count)
+    def draw(
+        self, problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
+    ) -> dict[str, torch.Tensor]:
+        """The chain's samples, as `fit` drew them."""
+        return fitted_samples(NAME, fitted, count)
 
 
 def sampler(

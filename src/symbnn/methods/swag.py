@@ -47,6 +47,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from symbnn.methods.base import Fitted, Mode, Problem, check_count, generator
+from symbnn.methods.interface import Method
 from symbnn.settings import Recipe, Swag
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
 from symbnn.train.loop import seed_batches
@@ -233,36 +234,36 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
     return model, moments
 
 
-def fit(problem: Problem, mode: Mode, settings: Swag, seed: int, count: int) -> Fitted:
-    """The SWAG moments at `mode` and the network at the last SGD iterate (its buffers)."""
-    model, moments = fit_swag(problem, mode, settings, seed)
-    state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
-    return {"state": state, "moments": moments.to_dict()}
+class SwagGaussian(Method):
+    def fit(self, problem: Problem, mode: Mode, settings: Swag, seed: int, count: int) -> Fitted:
+        """The SWAG moments at `mode` and the network at the last SGD iterate (its buffers)."""
+        model, moments = fit_swag(problem, mode, settings, seed)
+        state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
+        return {"state": state, "moments": moments.to_dict()}
 
-
-def draw(
-    problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
-) -> dict[str, torch.Tensor]:
-    """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""
-    count = check_count(NAME, count)
-    device = torch.device(problem.device)
-    model = problem.build(fitted["state"])
-    model.train()  # as SGD left it: a BatchNorm refresh runs in train mode
-    moments = SwagMoments.from_dict(fitted["moments"], device)
-    params = list(model.parameters())
-    sizes = [p.numel() for p in params]
-    refresh = settings.bn_update and bool(batchnorm_layers(model))
-    gen = generator(seed, device)
-    out: dict[str, list[torch.Tensor]] = {name: [] for name in model.state_dict()}
-    for _ in range(count):  # one at a time: a draw and its BatchNorm refresh
-        theta = moments.sample(1, gen, settings.scale)[0]
-        with torch.no_grad():
-            for p, chunk in zip(params, theta.split(sizes)):
-                p.copy_(chunk.view_as(p))
-        if refresh:
-            refresh_batchnorm(
-                model, training_inputs(problem.train, problem.recipe.batch_size, device)
-            )
-        for name, tensor in model.state_dict().items():
-            out[name].append(tensor.detach().to("cpu", copy=True))
-    return {name: torch.stack(tensors) for name, tensors in out.items()}
+    def draw(
+        self, problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
+    ) -> dict[str, torch.Tensor]:
+        """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""
+        count = check_count(NAME, count)
+        device = torch.device(problem.device)
+        model = problem.build(fitted["state"])
+        model.train()  # as SGD left it: a BatchNorm refresh runs in train mode
+        moments = SwagMoments.from_dict(fitted["moments"], device)
+        params = list(model.parameters())
+        sizes = [p.numel() for p in params]
+        refresh = settings.bn_update and bool(batchnorm_layers(model))
+        gen = generator(seed, device)
+        out: dict[str, list[torch.Tensor]] = {name: [] for name in model.state_dict()}
+        for _ in range(count):  # one at a time: a draw and its BatchNorm refresh
+            theta = moments.sample(1, gen, settings.scale)[0]
+            with torch.no_grad():
+                for p, chunk in zip(params, theta.split(sizes)):
+                    p.copy_(chunk.view_as(p))
+            if refresh:
+                refresh_batchnorm(
+                    model, training_inputs(problem.train, problem.recipe.batch_size, device)
+                )
+            for name, tensor in model.state_dict().items():
+                out[name].append(tensor.detach().to("cpu", copy=True))
+        return {name: torch.stack(tensors) for name, tensors in out.items()}

@@ -11,7 +11,6 @@ Only a trusted path is imported (`symbnn.trust`): one the configuration, the com
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import torch
@@ -23,23 +22,11 @@ SPEC_KEYS = ("name", "options", "input_shape")
 
 
 def resolve(path: str) -> Any:
-    """The object ``package.module:attribute`` names; a clear error when it is missing, and
-    `symbnn.trust.UntrustedImport` (nothing imported) when nobody trusted it."""
-    trust.require("model", path)
-    module_name, _, attribute = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(
-            f"model {path!r}: cannot import module {module_name!r} ({exc}); is it installed, "
-            "or on PYTHONPATH?"
-        ) from exc
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"model {path!r}: {target.__name__!r} has no attribute {part!r}")
-        target = getattr(target, part)
+    """The class or function ``package.module:attribute`` names; a clear error when it is
+    missing, and `symbnn.trust.UntrustedImport` (nothing imported) when nobody trusted it."""
+    target = trust.import_object("model", path)
     if not callable(target):
-        raise ValueError(f"model {path!r}: {attribute!r} is not a class or function")
+        raise ValueError(f"model {path!r}: {path.partition(':')[2]!r} is not a class or function")
     return target
 
 

@@ -6,17 +6,20 @@ Every row is summarised over its units: a one-mode variant holds one single-mode
 per mode, a multi-mode variant one multi-mode posterior per replicate (rows ``unit`` in its MMD
 summary and metrics). Its Table 1 row is their mean, with their standard deviation in the
 ``<column> sd`` columns, and ``units`` says over how many; `unit_table` keeps every unit's
-figures for the findings' tests.
+figures for the findings' tests. Rows are labelled and ordered by ``labels`` (method name ->
+row label, in row order: `symbnn.methods.registry.labels` of the experiment's methods, the
+shipped methods' by default).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
 
-from symbnn.methods.registry import LABELS, METHOD_NAMES
+from symbnn.methods.registry import LABELS
 from symbnn.settings import Metrics
 
 # library defaults are the settings layer's
@@ -124,8 +127,8 @@ def _unit_runs(units: np.ndarray, where: str | os.PathLike) -> dict[int, slice]:
     return runs
 
 
-def _order(frame: pl.DataFrame) -> pl.DataFrame:
-    rank = {name: i for i, name in enumerate(METHOD_NAMES)}
+def _order(frame: pl.DataFrame, labels: Mapping[str, str]) -> pl.DataFrame:
+    rank = {name: i for i, name in enumerate(labels)}
     return (
         frame.with_columns(
             pl.col("variant").replace_strict({"single": 0, "multi": 1}, default=2).alias("_group"),
@@ -136,7 +139,9 @@ def _order(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def unit_table(mmd_summaries: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
+def unit_table(
+    mmd_summaries: pl.DataFrame, metrics: pl.DataFrame, labels: Mapping[str, str] = LABELS
+) -> pl.DataFrame:
     """One row per (method, variant, unit) with the paper's Table 1 columns, x100: the figures
     each one-mode posterior (one per mode) and each multi-mode replicate gives, which Table 1
     summarises and the findings test."""
@@ -159,9 +164,9 @@ def unit_table(mmd_summaries: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFra
         coalesce=True,
         nulls_equal=True,
     )
-    return _order(per_unit).select(
+    return _order(per_unit, labels).select(
         pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
-        pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
+        _label(labels),
         "unit",
         *[
             (pl.col(key).cast(pl.Float64) * 100).alias(label)
@@ -182,13 +187,20 @@ def table1(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def with_width_notes(shown: pl.DataFrame, notes: pl.DataFrame) -> pl.DataFrame:
+def _label(labels: Mapping[str, str]) -> pl.Expr:
+    """The method column as its row label (the name where it has none)."""
+    return pl.col("method").replace_strict(dict(labels), default=pl.col("method")).alias("method")
+
+
+def with_width_notes(
+    shown: pl.DataFrame, notes: pl.DataFrame, labels: Mapping[str, str] = LABELS
+) -> pl.DataFrame:
     """Table 1 as printed, with a last column saying how wide each row's canonical samples
     are against the target's, layer by layer (`symbnn.mmd.spread.width_notes`): a one-mode
     row as wide as the target matches it by spreading, which its MMD alone does not show."""
     labelled = notes.select(
         pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
-        pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
+        _label(labels),
         pl.col("width").alias("canonical width"),
     )
     return shown.join(labelled, on=["group", "method"], how="left", maintain_order="left")
@@ -241,7 +253,7 @@ def with_units(frame: pl.DataFrame, note: str = "") -> pl.DataFrame:
     return frame.rename({c: header(c) for c in frame.columns})
 
 
-def table2(mmd_summaries: pl.DataFrame) -> pl.DataFrame:
+def table2(mmd_summaries: pl.DataFrame, labels: Mapping[str, str] = LABELS) -> pl.DataFrame:
     """Per (method, variant): median, mean and max over the twenty kernels of MMD and NS MMD
     (each the parameter-weighted mean over layers), x100; the mean over the row's units."""
     stats = [
@@ -250,10 +262,10 @@ def table2(mmd_summaries: pl.DataFrame) -> pl.DataFrame:
     frame = mmd_summaries.group_by("method", "variant", maintain_order=True).agg(
         *[pl.col(name).mean() for name in stats]
     )
-    frame = _order(frame)
+    frame = _order(frame, labels)
     return frame.select(
         pl.col("variant").replace_strict(GROUPS, default=pl.col("variant")).alias("group"),
-        pl.col("method").replace_strict(LABELS, default=pl.col("method")).alias("method"),
+        _label(labels),
         *[
             (pl.col(name) * 100).alias(
                 name.replace("ns_mmd", "NS MMD").replace("mmd", "MMD").replace("_", " ")

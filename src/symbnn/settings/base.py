@@ -5,9 +5,13 @@ be > 0, got -1``).
 
 Field types understood by the parser (and by the JSON-schema generator in
 `symbnn.settings.schema`): bool, int, float, str, Literal[...], tuple[T, ...] and fixed
-tuples, dict[str, T], Any (handed on unchecked), nested sections, unions of these (``X |
-None``, sections told apart by their ``name`` literal) and ``Literal[False]`` for "switched
-off".
+tuples, dict[str, T], Any (handed on unchecked), `ImportPath` (a string naming the user's
+code), nested sections, unions of these (``X | None``, sections told apart by their ``name``
+literal) and ``Literal[False]`` for "switched off".
+
+A field whose metadata says ``internal`` is no config key: the section's own
+`Section.split_extra_keys` fills it from keys that are not fields (e.g. the methods of the
+user's own in `symbnn.settings.methods.Methods`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
+
+from symbnn.trust import IMPORT_PATH
 
 S = TypeVar("S", bound="Section")
 MISSING = dataclasses.MISSING
@@ -118,6 +124,24 @@ def setting(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+class ImportPath(str):
+    """The type of a setting that may name the user's code, ``package.module:attribute``
+    (parsed values are plain strings; the code is imported only through `symbnn.trust`)."""
+
+    PATTERN = IMPORT_PATH.pattern
+    FORM = "an import path 'package.module:attribute'"
+    SCHEMA: ClassVar[dict[str, str]] = {"type": "string", "pattern": f"^(?:{PATTERN})$"}
+
+
+def internal_setting(default: Any, doc: str) -> Any:
+    """A field that is no config key: the section's `Section.split_extra_keys` fills it."""
+    return dataclasses.field(default=default, metadata={"doc": doc, "internal": True})
+
+
+def is_internal(field: dataclasses.Field) -> bool:
+    return bool(field.metadata.get("internal"))
+
+
 # Set while `Section.parse` builds a section: it has checked every value already, naming
 # each by its config path, so the constructor need not check them again.
 _PARSING: contextvars.ContextVar[bool] = contextvars.ContextVar("parsing", default=False)
@@ -139,6 +163,8 @@ class Section:
         hints = type_hints(type(self))
         problems = Problems()
         for f in dataclasses.fields(self):
+            if is_internal(f):  # filled by the section's own parse, which checked it
+                continue
             with problems.collect():
                 value = parse_value(
                     hints[f.name], getattr(self, f.name), _join(where, f.name), f.metadata
@@ -157,13 +183,15 @@ class Section:
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {_show(data)}")
         hints = type_hints(cls)
-        known = [f.name for f in dataclasses.fields(cls)]
         problems = Problems()
+        data, values = cls.split_extra_keys(data, where, problems)
+        known = [f.name for f in dataclasses.fields(cls) if not is_internal(f)]
         for key in data:
             if key not in known:
                 problems.add(f"{_join(where, key)}: unknown key{_suggest(str(key), known)}")
-        values = {}
         for f in dataclasses.fields(cls):
+            if is_internal(f):
+                continue
             key = _join(where, f.name)
             if f.name in data:
                 with problems.collect():
@@ -180,13 +208,31 @@ class Section:
         section.check(where)
         return section
 
+    @classmethod
+    def split_extra_keys(
+        cls, data: Mapping, where: str, problems: Problems
+    ) -> tuple[Mapping, dict[str, Any]]:
+        """(the keys of ``data`` that are fields, the values of the internal fields) for a
+        section that takes keys of its own besides its fields; errors go to ``problems``. By
+        default every key must be a field."""
+        return data, {}
+
+    @classmethod
+    def schema_extras(cls) -> dict[str, Any]:
+        """JSON-schema entries for the keys `split_extra_keys` takes (none by default)."""
+        return {}
+
     def check(self, where: str) -> None:
         """Rules across this section's keys; raise ConfigError naming the key."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain YAML/JSON types, keys in field order (so reordering config.yaml changes
         nothing that compares these dicts)."""
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {
+            f.name: plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if not is_internal(f)
+        }
 
     @classmethod
     def default(cls, name: str) -> Any:
@@ -288,6 +334,10 @@ def _parse_type(tp: Any, value: Any, where: str) -> Any:
         return tp.parse(value, where)
     if tp is Any:
         return value  # handed on unchecked (a user model's own constructor arguments)
+    if tp is ImportPath:
+        if not isinstance(value, str) or not re.fullmatch(ImportPath.PATTERN, value):
+            raise ConfigError(f"{where}: expected {ImportPath.FORM}, got {_show(value)}")
+        return value
     if tp is bool:
         return _parse_bool(value, where)
     if tp is int:
@@ -382,6 +432,9 @@ def _parse_union(arms: tuple[Any, ...], value: Any, where: str) -> Any:
             errors.append(str(exc).removeprefix(f"{where}: "))
     if sections:
         errors.append("a mapping")
+    if ImportPath in arms:  # a shipped name or code of the user's: "must be one of A, B or ..."
+        choices = " or ".join(_short(e) for e in errors)
+        raise ConfigError(f"{where}: {choices}; got {_show(value)}")
     raise ConfigError(
         f"{where}: expected {' or '.join(_short(e) for e in errors)}; got {_show(value)}"
     )

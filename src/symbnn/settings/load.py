@@ -2,12 +2,14 @@
 
 Every problem of a file is reported at once, one line each: its duplicated keys (plain YAML
 keeps the later value without a word), the keys the settings layer rejects, and, with
-`check_model_imports`, model import paths that do not import."""
+`check_imports`, the code the configuration names by import path (models, methods,
+datasets) that does not import, and methods of the user's own whose settings their class
+rejects."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,8 @@ _MERGE_KEY = "tag:yaml.org,2002:merge"
 
 
 def load_config(path: str | Path) -> Config:
-    """The configuration in YAML file ``path``, checked, the model import paths of every
-    experiment imported too (`check_model_imports`)."""
+    """The configuration in YAML file ``path``, checked, the import paths of every experiment
+    imported too (`check_imports`)."""
     path = Path(path)
     data, duplicates = _read_yaml(path)
     problems = Problems()
@@ -31,7 +33,7 @@ def load_config(path: str | Path) -> Config:
     with problems.collect():
         config = config_from_mapping(data, path)
     problems.raise_any()
-    check_model_imports(config, config.experiments, path)
+    check_imports(config, config.experiments, path)
     return config
 
 
@@ -107,7 +109,8 @@ def _duplicated_keys(node: Any, where: str) -> Iterable[tuple[int, str]]:
 def config_from_mapping(data: Any, source: str | Path = "config") -> Config:
     """Check a configuration already read (e.g. Snakemake's `config`, with --config
     overrides merged in); ``source`` is the file it came from, for the error message. The
-    models it names by import path become trusted (`symbnn.trust`): the user named them."""
+    models, methods and datasets it names by import path become trusted (`symbnn.trust`):
+    the user named them."""
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"{source}: expected a mapping at the top level, got {type(data).__name__}"
@@ -116,7 +119,7 @@ def config_from_mapping(data: Any, source: str | Path = "config") -> Config:
         config = Config.parse(data, "")
     except ConfigError as exc:
         raise located(exc, source) from None
-    trust.trust_config_models(config.experiments.values())
+    trust.trust_config_imports(config.experiments.values())
     return config
 
 
@@ -126,32 +129,68 @@ def located(exc: ConfigError, source: str | Path) -> ConfigError:
     return ConfigError("\n".join(errors), errors)
 
 
-def check_model_imports(config: Config, names: Iterable[str], source: str | Path) -> None:
-    """Import the model of each experiment of ``names`` that a configuration names by import
-    path ('package.module:attribute'), and look its attribute up: ConfigError naming the key,
-    the path and why, for every one that fails. The configuration is the user's own code to
-    run (unlike a store's attributes, which are never imported)."""
+def check_imports(
+    config: Config, names: Iterable[str], source: str | Path, datasets: bool = True
+) -> None:
+    """Import what each experiment of ``names`` names by import path ('package.module:
+    attribute'): its model, its methods, whose settings their class's settings section checks,
+    and with ``datasets`` its dataset loaders. ConfigError naming the key, the path and why,
+    for every one that fails. The configuration is the user's own code to run (unlike a
+    store's attributes, which are never imported)."""
+    from symbnn.methods import registry
+
     problems = Problems()
     for name in names:
-        model = config.experiments[name].model
-        if isinstance(model, ImportedModel):
+        experiment, key = config.experiments[name], f"experiments.{name}"
+        if isinstance(experiment.model, ImportedModel):
             with problems.collect():
-                _check_importable(model.name, f"experiments.{name}.model.name")
+                _importing(f"{key}.model.name", _model, experiment.model.name)
+        for role in ("train", "ood") if datasets else ():
+            path = getattr(experiment.data, role)
+            if trust.is_import_path(path):
+                with problems.collect():
+                    _importing(f"{key}.data.{role}", _loader, path)
+        methods = experiment.methods
+        for entry in methods.imported if methods is not None else ():
+            here = f"{key}.methods.{entry.name}"
+            with problems.collect():
+                described = _importing(f"{here}.class", registry.descriptor, entry.name, methods)
+                settings = described.settings.parse(dict(entry.options), here)
+                methods.check_pool(described, settings, f"{key}.methods")
     if problems.found:
         raise located(ConfigError.joined(problems.found), source)
 
 
-def _check_importable(path: str, key: str) -> None:
-    from symbnn.models.imported import resolve
-
+def _importing(key: str, resolve: Callable[..., Any], *args: Any) -> Any:
+    """``resolve(*args)``, its failures (a ValueError, or the module failing while it
+    imports) as a ConfigError naming ``key``."""
     try:
-        resolve(path)
+        return resolve(*args)
+    except ConfigError:
+        raise
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}") from None
     except Exception as exc:  # the module itself failed while importing
+        path = next((a for a in args if trust.is_import_path(a)), args[0])
         raise ConfigError(
             f"{key}: importing {path!r} failed: {type(exc).__name__}: {exc}"
         ) from None
+
+
+def _model(path: str) -> Any:
+    """The model class or factory ``path`` names (imported here: symbnn.models loads torch,
+    which a configuration naming no model of its own never needs)."""
+    from symbnn.models.imported import resolve
+
+    return resolve(path)
+
+
+def _loader(path: str) -> Any:
+    """The dataset loader ``path`` names (a function)."""
+    loader = trust.import_object("dataset", path)
+    if not callable(loader):
+        raise ValueError(f"dataset {path!r} is not a function")
+    return loader
 
 
 def _line_of(source: str | Path, message: str) -> str:

@@ -1,11 +1,20 @@
-"""Settings of the posterior approximations: the sampling as a whole (`Methods`) and one
-section per method; a method runs when its key is present (``de: {}`` turns it on)."""
+"""Settings of the posterior approximations: the sampling as a whole (`Methods`), one
+section per shipped method and its descriptor (`SHIPPED`: what the workflow needs to plan it,
+`symbnn.methods.interface.Descriptor`); a method runs when its key is present (``de: {}``
+turns it on). Any other key of `Methods` is a method of the user's own, named by the import
+path of its class (``mine: {class: "package.module:Mine", ...its settings}``).
+
+A shipped method is its settings section and its descriptor here, and its implementation
+(a `symbnn.methods.interface.Method` subclass) in its module of `symbnn.methods`."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Literal
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
+from symbnn.methods.interface import Descriptor
 from symbnn.settings.base import (
     MAX_BATCH,
     MAX_DRAWS,
@@ -14,7 +23,15 @@ from symbnn.settings.base import (
     MAX_SEED,
     MAX_STEPS,
     ConfigError,
+    ImportPath,
+    Problems,
     Section,
+    _join,
+    _suggest,
+    internal_setting,
+    is_internal,
+    parse_value,
+    plain,
     setting,
 )
 from symbnn.settings.training import recipe_changes
@@ -213,8 +230,6 @@ class Swag(Section):
     )
     bn_update: bool = setting(True, "recompute BatchNorm statistics for every sample")
 
-    SAMPLING_KEYS = ("scale", "bn_update")
-
 
 @dataclasses.dataclass(frozen=True)
 class Laplace(Section):
@@ -233,8 +248,6 @@ class Laplace(Section):
         "default GLM predictive), or the sampled network as is",
     )
 
-    PREDICTION_KEYS = ("predictive",)
-
 
 @dataclasses.dataclass(frozen=True)
 class DeepEnsembles(Section):
@@ -249,12 +262,80 @@ class DeepEnsembles(Section):
     )
 
 
+# The shipped methods, in the order of Table 1's rows. Adding one: its settings section and
+# descriptor here, its implementation in src/symbnn/methods/ (docs/extending.md).
+SHIPPED = (
+    Descriptor(
+        "dropout",
+        "MC Dropout",
+        Dropout,
+        "symbnn.methods.dropout:McDropout",
+        trains_from_scratch=True,
+    ),
+    Descriptor("bnn", "BNN", Bnn, "symbnn.methods.bnn:BayesByBackprop", trains_from_scratch=True),
+    Descriptor("sghmc", "SGHMC", Sghmc, "symbnn.methods.sghmc:SghmcChains", samples_at_fit=True),
+    Descriptor(
+        "swag",
+        "SWAG",
+        Swag,
+        "symbnn.methods.swag:SwagGaussian",
+        sampling_keys=("scale", "bn_update"),
+    ),
+    Descriptor(
+        "laplace",
+        "Laplace",
+        Laplace,
+        "symbnn.methods.laplace:LaplaceApproximation",
+        samples_at_fit=True,
+        prediction_keys=("predictive",),
+    ),
+    Descriptor(
+        "de",
+        "Deep Ensembles",
+        DeepEnsembles,
+        "symbnn.methods.ensembles:DeepEnsemble",
+        samples_at_fit=True,
+        members=True,
+        variants=("multi",),
+    ),
+)
+
+# a method's config key: it names its results folder and is a workflow wildcard
+METHOD_NAME = r"[a-z][a-z0-9_]*"
+
+
 @dataclasses.dataclass(frozen=True)
+class ImportedMethod:
+    """A method of the user's own: its config key, the import path of its class (the key
+    `class`) and its other keys as written: the class's settings, checked by the class's own
+    settings section once the class is imported (`symbnn.methods.registry.settings_of`)."""
+
+    name: str
+    path: str
+    options: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class": self.path, **plain(dict(self.options))}
+
+
+def _one_field_per_shipped_method(cls: type) -> type:
+    """Give `Methods` an optional field per descriptor of SHIPPED (its settings section,
+    described by its label), after the fields its class body declares."""
+    for descriptor in SHIPPED:
+        cls.__annotations__[descriptor.name] = descriptor.settings | None
+        setattr(cls, descriptor.name, setting(None, descriptor.label))
+    return cls
+
+
+@dataclasses.dataclass(frozen=True)
+@_one_field_per_shipped_method
 class Methods(Section):
     DOC = (
         "posterior approximations; each method named here runs single-mode and multi-mode "
         "(Deep Ensembles: multi-mode only). Modes are the converged networks of a pool trained "
-        "with the target recipe from seeds disjoint from the target's."
+        "with the target recipe from seeds disjoint from the target's. Besides the shipped "
+        "methods, a key holding a mapping with `class: package.module:Class` is a method of "
+        "your own (its other keys are its settings)."
     )
     n_samples: int = setting(
         doc="weight samples per method and variant (the paper draws 100)", ge=2, le=MAX_DRAWS
@@ -294,12 +375,57 @@ class Methods(Section):
     predict_batch: int = setting(
         1000, "test images per forward pass when predicting", ge=1, le=MAX_BATCH
     )
-    dropout: Dropout | None = setting(None, "MC Dropout")
-    bnn: Bnn | None = setting(None, "variational BNN")
-    sghmc: Sghmc | None = setting(None, "SGHMC")
-    swag: Swag | None = setting(None, "SWAG")
-    laplace: Laplace | None = setting(None, "Laplace")
-    de: DeepEnsembles | None = setting(None, "Deep Ensembles")
+    imported: tuple[ImportedMethod, ...] = internal_setting(
+        (), "the methods of the user's own, in the order the configuration names them"
+    )
+
+    @classmethod
+    def split_extra_keys(
+        cls, data: Mapping, where: str, problems: Problems
+    ) -> tuple[Mapping, dict[str, Any]]:
+        """Every key that is not a field names a method of the user's own: a mapping with
+        `class` (an import path; nothing is imported here) and the class's settings."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        own, imported = {}, []
+        for key, value in data.items():
+            field = fields.get(key)
+            if field is not None and not is_internal(field):
+                own[key] = value
+                continue
+            here = _join(where, key)
+            if not (isinstance(value, Mapping) and "class" in value):
+                known = [name for name, f in fields.items() if not is_internal(f)]
+                problems.add(
+                    f"{here}: unknown key{_suggest(str(key), known)}; a method of your own is "
+                    "a mapping with `class: package.module:Class` and its settings"
+                )
+            elif field is not None or not re.fullmatch(METHOD_NAME, str(key)):
+                problems.add(
+                    f"{here}: a method's name is lower-case letters, digits and '_' (it names "
+                    "its results folder)" + (" and not a key of methods" if field else "")
+                )
+            else:
+                with problems.collect():
+                    path = parse_value(ImportPath, value["class"], f"{here}.class")
+                    options = {k: v for k, v in value.items() if k != "class"}
+                    imported.append(ImportedMethod(str(key), path, options))
+        return own, {"imported": tuple(imported)}
+
+    @classmethod
+    def schema_extras(cls) -> dict[str, Any]:
+        return {
+            "propertyNames": {"pattern": f"^{METHOD_NAME}$"},
+            "additionalProperties": {
+                "description": "a method of your own: `class` names its class (a subclass of "
+                "symbnn.methods.interface.Method), the other keys are its settings",
+                "type": "object",
+                "required": ["class"],
+                "properties": {"class": dict(ImportPath.SCHEMA)},
+            },
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), **{m.name: m.to_dict() for m in self.imported}}
 
     def check(self, where: str) -> None:
         if self.modes_per_replicate is not None and self.modes_per_replicate > self.modes:
@@ -314,19 +440,22 @@ class Methods(Section):
                 f"{where}.n_samples: {self.n_samples} is below the {self.window} modes of a "
                 "multi-mode replicate: every mode needs a sample"
             )
-        if self.de is not None and self.de_members_needed > self.pool:
-            raise ConfigError(
-                f"{where}.pool: {self.pool} is below the {self.de_members_needed} networks that "
-                f"{self.replicates} Deep Ensemble replicate(s) of {self.n_samples} members "
-                f"(stride {self.de.stride or self.n_samples}) take; raise pool or de.stride's "
-                "overlap (a smaller stride)"
-            )
+        for descriptor in SHIPPED:
+            settings = getattr(self, descriptor.name)
+            if settings is not None:
+                self.check_pool(descriptor, settings, where)
 
-    @property
-    def de_members_needed(self) -> int:
-        """Converged pool networks the Deep Ensemble replicates take."""
-        stride = (self.de.stride if self.de is not None else None) or self.n_samples
-        return (self.replicates - 1) * stride + self.n_samples
+    def check_pool(self, descriptor: Descriptor, settings: Section, where: str) -> None:
+        """The pool must hold the networks a method's replicates take (its members)."""
+        needed = descriptor.members_needed(self, settings)
+        if needed > self.pool:
+            stride = descriptor.stride(self, settings)
+            raise ConfigError(
+                f"{where}.pool: {self.pool} is below the {needed} networks that "
+                f"{self.replicates} {descriptor.label} replicate(s) of {self.n_samples} members "
+                f"(stride {stride}) take; raise pool or {descriptor.name}.stride's overlap (a "
+                "smaller stride)"
+            )
 
     @property
     def window(self) -> int:

@@ -9,7 +9,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from symbnn.settings.base import MISSING, Section, plain, type_hints
+from symbnn.settings.base import MISSING, ImportPath, Section, is_internal, plain, type_hints
 from symbnn.settings.workflow import Config
 
 _BOUNDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
@@ -26,6 +26,8 @@ def _section_schema(cls: type[Section], definitions: dict[str, Any]) -> dict[str
     hints = type_hints(cls)
     properties, required = {}, []
     for f in dataclasses.fields(cls):
+        if is_internal(f):
+            continue
         schema = _type_schema(hints[f.name], f.metadata, definitions)
         if f.metadata.get("doc"):
             schema = {"description": f.metadata["doc"], **schema}
@@ -39,6 +41,7 @@ def _section_schema(cls: type[Section], definitions: dict[str, Any]) -> dict[str
         "additionalProperties": False,
         "properties": properties,
     }
+    out.update(cls.schema_extras())
     if cls.DOC:
         out = {"description": cls.DOC, **out}
     if required:
@@ -88,6 +91,8 @@ def _type_schema(
         return _ref(tp, definitions)
     if tp is Any:
         return {}
+    if tp is ImportPath:
+        return dict(ImportPath.SCHEMA)
     if tp is bool:
         return {"type": "boolean"}
     if tp is int:

@@ -14,6 +14,7 @@ from symbnn.settings.base import (
     MAX_SEED,
     MAX_WIDTH,
     ConfigError,
+    ImportPath,
     Section,
     setting,
     type_hints,
@@ -40,10 +41,15 @@ class OodOptions(Section):
 @dataclasses.dataclass(frozen=True)
 class Data(Section):
     DOC = "the in-distribution and out-of-distribution datasets"
-    train: TrainDataset = setting(
-        doc="in-distribution dataset (train split for training, test split for evaluation)"
+    train: TrainDataset | ImportPath = setting(
+        doc="in-distribution dataset (train split for training, test split for evaluation): "
+        "a shipped one, or the import path 'package.module:function' of a loader of your own, "
+        "called as function(split, root) and returning an ImageData (docs/extending.md)"
     )
-    ood: OodDataset = setting(doc="out-of-distribution dataset (its test split)")
+    ood: OodDataset | ImportPath = setting(
+        doc="out-of-distribution dataset (its test split): a shipped one, or the import path "
+        "of a loader of your own, called with ood_options as keyword arguments"
+    )
     ood_options: OodOptions = setting(OodOptions(), "options of the OOD loader")
     train_limit: int | None = setting(
         None,
