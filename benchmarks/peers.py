@@ -331,8 +331,8 @@ def row_alignment(ctx: Context, case: str) -> list[Row]:
     before = _weight_distance(a, b, model)
     unaligned = _barrier(spec, a, b, data)[0] if data else None
 
-    def quality(aligned: dict) -> tuple[str, float]:
-        """(the row's quality text, ||A - PB|| / ||A - B||)."""
+    def quality(aligned: dict) -> tuple[str, float, bool]:
+        """(the row's quality text, ||A - PB|| / ||A - B||, whether B's function is kept)."""
         change = _function_change(spec, b, aligned, x)
         kept = "function kept" if change < 1e-5 else f"function CHANGED (max |dlogit| {change:.2g})"
         dist = _weight_distance(a, aligned, model) / before
@@ -342,7 +342,7 @@ def row_alignment(ctx: Context, case: str) -> list[Row]:
             text = f"barrier {barrier:.3f} (unaligned {unaligned:.3f}); " + text
             if change >= 1e-5:  # the barrier is then to another network
                 text += f", permuted B's test acc {acc_b:.2f} (B's {accs[1]:.2f})"
-        return text, dist
+        return text, dist, change < 1e-5
 
     def ours():
         return _symbnn_align(spec, a, b, x, None)
@@ -355,18 +355,20 @@ def row_alignment(ctx: Context, case: str) -> list[Row]:
             missing(job, label, "rebasin", why),
         ]
     run = paired(ours, lambda: _rebasin_align(rebasin, spec, a, b, x), ctx.repeats)
-    text, dist = quality(run.ours)
+    text, dist, _ = quality(run.ours)
     rows = [Row(job, label, "symbnn", run.seconds, run.peak, text)]
     # its sweeps after the first gain little: the first alone, as an extra row
     aligned, one, peak = measure(lambda: _symbnn_align(spec, a, b, x, 1), ctx.repeats)
     rows.append(
         Row(job, label, "symbnn, one sweep", one, peak, quality(aligned)[0], one / run.seconds)
     )
-    text_r, dist_r = quality(run.theirs)
+    text_r, dist_r, kept_r = quality(run.theirs)
     verdict = (
         f"symbnn at least as fast: {yes_no(run.ratio >= 1)}; "
         f"symbnn's distance at most rebasin's: {yes_no(dist <= dist_r)}"
     )
+    if not kept_r:  # a distance reached by permutations that are not symmetries of B
+        verdict += " (rebasin's permutation changes B's function)"
     rows.append(
         Row(
             job,
