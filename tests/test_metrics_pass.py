@@ -126,6 +126,29 @@ def test_per_input_values_match_the_reference(dtype):
     np.testing.assert_allclose(ood_scores(probs), 1 - want["conf"], rtol=0, atol=tol)
 
 
+def test_float32_members_are_weighted_by_their_row_sums():
+    """float32: p = sum_k x_k / sum_k s_k and the entropies weighted by s_k / sum_k s_k
+    (symbnn.ensemble_pass); float64: the plain mean of the renormalised members."""
+    rng = np.random.default_rng(13)
+    probs = softmax_probs(5, 200, 6, seed=13, dtype=np.float64)
+    probs *= 1 + 2e-5 * rng.uniform(-1, 1, (5, 200, 1))  # rows off 1 within the tolerance
+    x = probs.astype(np.float32).astype(np.float64)
+    s = x.sum(-1, keepdims=True)
+    p = x.sum(0) / s.sum(0)
+    weights = (s / s.sum(0))[..., 0]
+    mi = entropy(p) - (weights * entropy(x / s)).sum(0)
+    got, _ = _per_input(probs.astype(np.float32), "p", {"conf", "mi"}, ndim=(3,))
+    np.testing.assert_allclose(got["conf"], p.max(-1), rtol=1e-13)
+    np.testing.assert_allclose(got["mi"], mi, rtol=0, atol=1e-7)
+    plain, _ = _per_input(probs, "p", {"conf", "mi"}, ndim=(3,))
+    want = reference_per_input(probs)
+    np.testing.assert_allclose(plain["conf"], want["conf"], rtol=1e-13)
+    np.testing.assert_allclose(plain["mi"], want["mi"], rtol=0, atol=1e-13)
+    # the two predictives differ by about max |s_k - 1| (here 2e-5) times the members' spread
+    gap = np.abs(got["conf"] - plain["conf"]).max()
+    assert 0 < gap < 2e-5
+
+
 def test_identical_members_have_zero_mutual_information():
     one = softmax_probs(1, 300, 10, seed=5, dtype=np.float64)
     assert np.all(mutual_information(np.repeat(one, 4, axis=0)) <= 1e-15)

@@ -1,26 +1,31 @@
 """One fused pass over an ensemble's class probabilities (the CPU engine of `symbnn.metrics`).
 
 For a C-ordered (K, N, C) float32 or float64 array, one numba kernel reads every member's
-probabilities once and produces, per input, what the metrics need: the predictive
-p = mean_k p_k / s_k (each member's row renormalised by its sum s_k), its top class and
-confidence, its entropy, the mutual information H(p) - mean_k H(p_k / s_k), and with labels
-the correctness, Brier score and NLL. The same pass validates the input: it counts the values
-that are not finite or negative and the rows whose sum is off 1 by more than ``atol``
-(`symbnn.metrics` then diagnoses a bad array in full, naming the first bad member and row).
+probabilities once and produces, per input, what the metrics need: the predictive p, its top
+class and confidence, its entropy, the mutual information H(p) - mean_k H(q_k) with q_k the
+member's row renormalised by its sum s_k, and with labels the correctness, Brier score and
+NLL. The same pass validates the input: it counts the values that are not finite or negative
+and the rows whose sum is off 1 by more than ``atol`` (`symbnn.metrics` then diagnoses a bad
+array in full, naming the first bad member and row).
 
-Layout. Threads own disjoint runs of inputs (``rows`` at a time, all members); within a run
-each member's rows are summed, the reciprocals of the sums spread over the row's classes, and
-one flat, vectorised loop over the member's contiguous (rows x C) values accumulates
-x / s (and x log x / s) into float64 per class. The sum over members of H(p_k / s_k) is then
-sum_k log s_k - sum_c sum_k x_kc log x_kc / s_k: no per-member entropy is formed.
+Two predictives. Unweighted (float64 input, hence float16 storage): p = (1/K) sum_k q_k and
+the members' entropies averaged likewise. Weighted (float32 input): the q_k weighted by
+their row sums, p = sum_k x_k / sum_k s_k, and the entropies with the same weights,
+sum_k s_k H(q_k) / sum_k s_k = (sum_k s_k log s_k - sum_k sum_c x log x) / sum_k s_k: flat
+sums of the stored values, with no per-member rescaling (the MI keeps its bound MI >= 0).
+The two differ by at most about max_k |s_k - 1| times the members' spread: a few 1e-8 for
+float32 softmax outputs (rows within 4e-7 of 1), at most 1e-4 by the validation.
+
+Layout. Threads own disjoint runs of inputs (``rows`` at a time, all members). Within a run,
+each member's rows are summed, then one flat, vectorised loop over its contiguous (rows x C)
+values accumulates x (weighted; unweighted: x / s, the reciprocals spread over each row's
+classes) and x log x into float64 per class.
 
 Precision. The predictive, its entropy, the NLL and every sum are float64. x log x of float32
 probabilities is computed in float32 by `_xlogx` (a vectorisable logarithm of its own, within
 4e-7 relative: libm's logf is a scalar call and would be most of the cost), float64
 probabilities use libm's log; the member entropies of float32 inputs, hence their mutual
-information, are therefore good to about 1e-7 nats, the order of the storage's own precision
-(`symbnn.metrics` reads float16 storage as float64). The renormalising products x * (1 / s)
-are taken in the input's dtype before the float64 sums (float32: 6e-8 relative each).
+information, are therefore good to about 1e-7 nats.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ OUTPUTS = 7
 # the smallest positive float16: stored probabilities below it read as 0 (`symbnn.metrics`)
 NLL_FLOOR = 2.0**-24
 # float64 values per thread scratch array: a run's per-class accumulators stay in L2.
-RUN_ELEMENTS = 8192
+RUN_ELEMENTS = 16384
 
 # No "fast" flags that assume finite values: the pass must see NaN and inf to count them.
 # "reassoc" lets the flat loops vectorise their sums; divisions stay exact (no "arcp": 3 * (1/3)
@@ -101,7 +106,7 @@ def _xlogx(x):
     raise NotImplementedError
 
 
-@overload(_xlogx, inline="always")
+@overload(_xlogx)
 def _xlogx_overload(x):
     if x == types.float32:
         return lambda x: _xlogx32(x)
@@ -117,24 +122,30 @@ def _log1p_small(d):
 
 
 @numba.njit(parallel=True, fastmath=_FLAGS, error_model="numpy", cache=True)
-def ensemble_pass(flat, k, n, c, entropy, mutual, labels, atol, rows, out, offset, counts):
+def ensemble_pass(
+    flat, k, n, c, weighted, entropy, mutual, labels, atol, rows, out, offset, counts
+):
     """The (K, N, C) probabilities ``flat`` (C-ordered, flattened; float32 or float64) of K
     members on N inputs into ``out[:, offset:offset + N]`` (rows CONF .. NLL): CONF and PRED
     always, ENTROPY when ``entropy`` or ``mutual``, MI when ``mutual``, CORRECT, BRIER and NLL
-    when ``labels`` holds N labels (else it is empty). ``counts[t]`` gets run t's number of
-    values that are not finite or negative, and of rows whose sum is off 1 by more than
-    ``atol``; outputs computed from bad values are meaningless."""
+    when ``labels`` holds N labels (else it is empty). ``weighted``: the members renormalised
+    and weighted by their row sums (module docstring), else renormalised and averaged.
+    ``counts[t]`` gets run t's number of values that are not finite or negative, and of rows
+    whose sum is off 1 by more than ``atol``; outputs computed from bad values are
+    meaningless."""
     runs = (n + rows - 1) // rows
     with_labels = labels.shape[0] == n
     for run in numba.prange(runs):
         r0 = run * rows
         rr = min(rows, n - r0)
         size = rr * c
-        acc = np.zeros(size)  # sum_k x / s, per class
-        xlx = np.zeros(size if mutual else 0)  # sum_k x log x / s, per class
-        log_s = np.zeros(rr)  # sum_k log s
+        acc = np.zeros(size)  # per class: sum_k x (weighted) or sum_k x / s
+        xlx = np.zeros(size if mutual else 0)  # the same of x log x
+        # per row: sum_k s and sum_k s log s (weighted), or K and sum_k log s
+        total = np.zeros(rr) if weighted else np.full(rr, float(k))
+        log_part = np.zeros(rr)
         inv = np.empty(rr)
-        spread = np.empty(size, flat.dtype)  # 1 / s over the row's classes
+        spread = np.empty(0 if weighted else size, flat.dtype)  # 1 / s over each row
         good = 0
         off = 0
         for member in range(k):
@@ -147,10 +158,30 @@ def ensemble_pass(flat, k, n, c, entropy, mutual, labels, atol, rows, out, offse
                 for j in range(c):
                     s += row[j]
                 inv[r] = s
+            if weighted:
+                for r in range(rr):
+                    off += abs(inv[r] - 1.0) > atol
+                    total[r] += inv[r]
+                if mutual:
+                    for r in range(rr):
+                        log_part[r] += inv[r] * _log1p_small(inv[r] - 1.0)
+                if mutual:
+                    for j in range(size):
+                        x = seg[j]
+                        good += (x >= 0) & (x - x == 0)
+                        acc[j] += x
+                        xlx[j] += _xlogx(x)
+                else:
+                    for j in range(size):
+                        x = seg[j]
+                        good += (x >= 0) & (x - x == 0)
+                        acc[j] += x
+                continue
             for r in range(rr):
                 d = inv[r] - 1.0
                 off += abs(d) > atol
-                log_s[r] += _log1p_small(d)
+                if mutual:
+                    log_part[r] += _log1p_small(d)
                 inv[r] = 1.0 / inv[r]
             for r in range(rr):
                 w = inv[r]
@@ -173,9 +204,10 @@ def ensemble_pass(flat, k, n, c, entropy, mutual, labels, atol, rows, out, offse
         for r in range(rr):
             i = offset + r0 + r
             row = acc[r * c : (r + 1) * c]
-            top, best = row[0] / k, 0
+            norm = total[r]
+            top, best = row[0] / norm, 0
             for j in range(1, c):
-                p = row[j] / k
+                p = row[j] / norm
                 if p > top:  # the first class among ties
                     top, best = p, j
             out[CONF, i] = top
@@ -183,25 +215,26 @@ def ensemble_pass(flat, k, n, c, entropy, mutual, labels, atol, rows, out, offse
             h = 0.0
             if entropy or mutual:
                 for j in range(c):
-                    p = row[j] / k
+                    p = row[j] / norm
                     if p > 0.0:
                         h -= p * np.log(p)
                 out[ENTROPY, i] = h
             if mutual:
-                members = log_s[r]  # sum_k H(p_k / s_k) = sum_k log s_k - sum_c xlx
+                # the members' mean entropy: (sum_k w_k log s_k - sum_c xlx) / sum_k w_k
+                members = log_part[r]
                 for j in range(c):
                     members -= xlx[r * c + j]
                 # MI >= 0 by concavity of H; clamp rounding noise (identical members)
-                out[MI, i] = max(h - members / k, 0.0)
+                out[MI, i] = max(h - members / norm, 0.0)
             if with_labels:
                 y = labels[r0 + r]
                 out[CORRECT, i] = 1.0 if best == y else 0.0
                 brier = 0.0
                 for j in range(c):
-                    gap = row[j] / k - (1.0 if j == y else 0.0)
+                    gap = row[j] / norm - (1.0 if j == y else 0.0)
                     brier += gap * gap
                 out[BRIER, i] = brier
-                out[NLL, i] = -np.log(max(row[y] / k, NLL_FLOOR))
+                out[NLL, i] = -np.log(max(row[y] / norm, NLL_FLOOR))
 
 
 def run_rows(n: int, c: int, threads: int) -> int:

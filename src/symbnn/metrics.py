@@ -33,9 +33,11 @@ renormalised by its sum, so storage rounding does not show up as calibration err
 information. On the CPU one fused pass (`symbnn.ensemble_pass`) validates, renormalises and
 averages every member in place, in the stored float32 or float64 (float16 and other dtypes
 are converted to float64 block by block, ``batch`` inputs at a time, as are lazily read
-arrays); the predictive, its entropy and every sum are float64, and member entropies of
-float32 inputs are computed in float32 (their mutual information is then good to about 1e-7
-nats; two identical float32 networks may show MI up to 1e-6 instead of 0). CUDA
+arrays); the predictive, its entropy and every sum are float64. For float32 input the
+renormalised members are weighted by their row sums (p = sum_k x_k / sum_k s_k; within a few
+1e-8 of the plain mean for float32 softmax outputs, see `symbnn.ensemble_pass`) and their
+entropies are computed in float32 (the mutual information is then good to about 1e-7 nats;
+two identical float32 networks may show MI up to 1e-6 instead of 0). CUDA
 tensors are processed on their device by torch operations in float64, ``batch`` inputs at a
 time. A bad array is then diagnosed in full: the error names the first NaN/inf (member, input,
 class), the most negative value or the row furthest from summing to 1. Scalar metrics are
@@ -312,11 +314,24 @@ def _cpu_pass(
     for start, block in blocks:
         b = block.shape[1]
         labels = y[start : start + b] if len(y) else y
-        with numba_threads_for(k * b * c):
+        # runs handed out one at a time: a thread the shared machine delays takes fewer
+        with numba_threads_for(k * b * c), numba.parallel_chunksize(1):
             rows = ensemble_pass.run_rows(b, c, numba.get_num_threads())
             counts = np.zeros((-(-b // rows), 2), dtype=np.int64)
             ensemble_pass.ensemble_pass(
-                block.reshape(-1), k, b, c, entropy, mutual, labels, atol, rows, out, start, counts
+                block.reshape(-1),
+                k,
+                b,
+                c,
+                dtype == np.float32,  # weighted by the row sums (symbnn.ensemble_pass)
+                entropy,
+                mutual,
+                labels,
+                atol,
+                rows,
+                out,
+                start,
+                counts,
             )
         bad += counts.sum(0)
     return out, bad

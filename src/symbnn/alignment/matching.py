@@ -178,7 +178,8 @@ class _Term:
     ) -> float:
         """A bound on the rounding of this part in the gain of moving ``rows`` from units
         ``old`` of B to ``new``, read off a cost matrix that sums ``parts`` parts (each sum
-        adds u of the part; 1.01: the norms' own rounding)."""
+        adds u of the part; 1.01: the norms' own rounding). The corrections of a kept part
+        add rounding of the same order: `_Problem.gain` keeps a factor 2 over this bound."""
         u = torch.finfo(self.a.dtype).eps / 2
         near = self.b_norms[new] + self.b_norms[old]
         return 1.01 * (self.a[0].numel() + parts) * u * float((self.a_norms[rows] * near).sum())
