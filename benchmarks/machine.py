@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def publish(name: str, script: str, intro: str, body: str, doc: Path = DOC) -> P
     heading if missing), preceded by the paragraph ``intro`` (what the block measures, how to
     rerun it: no figures) when the file does not have it yet."""
     text = doc.read_text() if doc.exists() else DOC_HEADING + "\n"
+    intro = textwrap.fill(intro, width=96, break_on_hyphens=False)
     if intro not in text:
         lines = text.splitlines()
         blocks = {b.name: b for b in parse_blocks(text, doc)}

@@ -870,8 +870,10 @@ DOC_INTRO = (
     "in alternating pairs where both are cheap, and the ratio is the peer's time over symbnn's "
     "(the median of the pairs' ratios). The verdict says whether symbnn is at least as fast "
     "(for the metrics: at least twice as fast) and, for weight matching, whether its "
-    "||A - PB|| is at most the peer's. Rerun it with `python benchmarks/peers.py` (the peers "
-    "are the `peers` extra; `--help` for the options)."
+    "||A - PB|| is at most the peer's. On a shared machine times and ratios move with the "
+    "load (two-thread CPU kernels most), so a verdict can flip with it: the footer gives the "
+    "load and the calibration at both ends. Rerun it with `python benchmarks/peers.py` (the "
+    "peers are the `peers` extra; `--help` for the options)."
 )
 
 
