@@ -73,15 +73,25 @@ class Conditions:
 
 def publish(name: str, script: str, intro: str, body: str, doc: Path = DOC) -> Path:
     """Put ``body`` into the generated block ``name`` of docs/benchmarks.md (created with its
-    heading if missing), preceded by the paragraph ``intro`` (what the block measures, how to
-    rerun it: no figures) when the file does not have it yet."""
+    heading if missing), with the paragraph ``intro`` (what the block measures, how to rerun
+    it: no figures; it starts "The `name` block") right above it, replacing the paragraph
+    there that starts so."""
     text = doc.read_text() if doc.exists() else DOC_HEADING + "\n"
     intro = textwrap.fill(intro, width=96, break_on_hyphens=False)
-    if intro not in text:
-        lines = text.splitlines()
-        blocks = {b.name: b for b in parse_blocks(text, doc)}
-        at = blocks[name].begin if name in blocks else len(lines)
-        lines[at:at] = [intro, ""] if name in blocks else ["", intro]
-        new = "\n".join(lines).rstrip("\n") + "\n"
+    lines = text.splitlines()
+    blocks = {b.name: b for b in parse_blocks(text, doc)}
+    if name in blocks:
+        end = blocks[name].begin - 1  # the blank line above the block
+        start = end
+        while start > 0 and lines[start - 1].strip():
+            start -= 1
+        if lines[start:end] and lines[start].startswith(f"The `{name}` block"):
+            lines[start:end] = intro.splitlines()
+        else:
+            lines[end + 1 : end + 1] = [*intro.splitlines(), ""]
+    else:
+        lines += ["", *intro.splitlines()]
+    new = "\n".join(lines).rstrip("\n") + "\n"
+    if new != text:
         atomic_write(doc, lambda tmp: tmp.write_text(new))
     return write_block(doc, name, script, body)

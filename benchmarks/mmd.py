@@ -57,8 +57,9 @@ DOC_INTRO = (
     "and squared-L2 distance matrices, the twenty kernels and their MMD estimates, the whole "
     "layer, and `torch.cdist(p=1)` for comparison, each part the best of several passes; "
     "the verdict columns hold each ratio against its target (kernels at most 1.2 times the "
-    "two distance matrices). Rerun it with `python benchmarks/mmd.py --dims 392 1e4 1e5` "
-    "(`--help` for the options)."
+    "two distance matrices). Rerun it with "
+    "`python benchmarks/mmd.py --dims 392 1e4 1e5 1e6 --skip-cdist-above 1e4` (about half "
+    "an hour on two cores; `--help` for the options)."
 )
 MIN_TIMED_SECONDS = 3.0  # small layers get more passes, until this long ...
 MAX_PASSES = 15  # ... or this many
@@ -348,12 +349,9 @@ def check(name: str, value, ok_if_below: bool) -> str:
 
 
 def report(rows: list[dict], gflops: dict, estimate: dict, cpu: str) -> str:
-    lines = [f"CPU: {cpu}"]
-    for device, rate in gflops.items():
-        lines.append(
-            f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
-            "start); the L2 column compares with the GEMM z z^T timed on the same blocks"
-        )
+    """The table, then (a paragraph each, Markdown) the machine, the matmul rates and the
+    ResNet-18 estimate."""
+    lines = []
     head = (
         "device",
         "d",
@@ -398,7 +396,15 @@ def report(rows: list[dict], gflops: dict, estimate: dict, cpu: str) -> str:
             mem,
         )
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Machine: {cpu}."]
+    for device, rate in gflops.items():
+        lines += [
+            "",
+            f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
+            "start); the L2 column compares with the GEMM z z^T timed on the same blocks.",
+        ]
     for device, est in estimate.items():
+        lines.append("")
         text = (
             f"ResNet-18 ({est['n_params'] / 1e6:.1f}M params, {est['n_layers']} layers) on {device}: "
             f"~{est['seconds'] / 60:.1f} min per pair of stores (n={rows[0]['n']}, m={rows[0]['m']}, "
