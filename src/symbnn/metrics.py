@@ -63,7 +63,7 @@ METRICS = Metrics()
 SCORES = Metrics.choices("ood_score")
 DEFAULT_BINS = METRICS.bins
 # the smallest positive float16: stored probabilities below it read as 0
-NLL_FLOOR = 2.0**-24
+NLL_FLOOR = ensemble_pass.NLL_FLOOR
 # Row-sum tolerance: float16/bfloat16 keep ~3 (resp. ~2) significant digits per probability.
 LOW_PRECISION_ATOL = 1e-2
 ATOL = 1e-4
