@@ -17,7 +17,9 @@ that neither side always inherits the other's thread hand-offs.
     python benchmarks/mmd.py --dims 392 1e4 1e5 1e6 --skip-cdist-above 1e5
     python benchmarks/mmd.py --device cuda --dims 1e5 1e6
 
-Results print as a table and go to --json (default benchmarks/results/mmd-<time>.json).
+Results print as a table, go to --json (default benchmarks/results/mmd-<time>.json) and into
+docs/benchmarks.md as the generated block "mmd" (--no-write: not there), with the CPU, the
+threads, the load and a calibration figure (`benchmarks/machine.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import Conditions, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
@@ -48,6 +51,16 @@ TARGETS = {
     "l1_over_l2": 10.0,  # L1 seconds / L2 seconds
     "peak_memory_gib": 2.0,  # at d = 10^6
 }
+DOC_INTRO = (
+    "The `mmd` block times the layer-wise MMD engine per layer on two synthetic stores "
+    "(n = 1000 target and m = 100 method samples of d float32 weights): Zarr reads, the L1 "
+    "and squared-L2 distance matrices, the twenty kernels and their MMD estimates, the whole "
+    "layer, and `torch.cdist(p=1)` for comparison, each part the best of several passes; "
+    "the verdict columns hold each ratio against its target (kernels at most 1.2 times the "
+    "two distance matrices). Rerun it with "
+    "`python benchmarks/mmd.py --dims 392 1e4 1e5 1e6 --skip-cdist-above 1e4` (about half "
+    "an hour on two cores; `--help` for the options)."
+)
 MIN_TIMED_SECONDS = 3.0  # small layers get more passes, until this long ...
 MAX_PASSES = 15  # ... or this many
 
@@ -335,32 +348,10 @@ def check(name: str, value, ok_if_below: bool) -> str:
     return f"{value:.2f} {'ok' if good else 'MISS'}"
 
 
-def cpu_model() -> str:
-    """lscpu's model name and the core count: which CPU the figures come from."""
-    model = "unknown CPU"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next(
-            (x.split(":", 1)[1].strip() for x in out.splitlines() if x.startswith("Model name")),
-            model,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
-def load_average() -> float:
-    """The 1-minute load average (how busy the shared machine was), NaN where unknown."""
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-
-
 def report(rows: list[dict], gflops: dict, estimate: dict, cpu: str) -> str:
-    lines = [f"CPU: {cpu}"]
-    for device, rate in gflops.items():
-        lines.append(
-            f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
-            "start); the L2 column compares with the GEMM z z^T timed on the same blocks"
-        )
+    """The table, then (a paragraph each, Markdown) the machine, the matmul rates and the
+    ResNet-18 estimate."""
+    lines = []
     head = (
         "device",
         "d",
@@ -405,7 +396,15 @@ def report(rows: list[dict], gflops: dict, estimate: dict, cpu: str) -> str:
             mem,
         )
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Machine: {cpu}."]
+    for device, rate in gflops.items():
+        lines += [
+            "",
+            f"float32 matmul throughput on {device}: {rate:.0f} GFLOP/s (2048^3, best of 5, at the "
+            "start); the L2 column compares with the GEMM z z^T timed on the same blocks.",
+        ]
     for device, est in estimate.items():
+        lines.append("")
         text = (
             f"ResNet-18 ({est['n_params'] / 1e6:.1f}M params, {est['n_layers']} layers) on {device}: "
             f"~{est['seconds'] / 60:.1f} min per pair of stores (n={rows[0]['n']}, m={rows[0]['m']}, "
@@ -451,6 +450,9 @@ def parse_args(argv=None):
     )
     parser.add_argument("--tmp", default=None, help="folder for the temporary stores")
     parser.add_argument("--json", default=None, help="where to write the results")
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
@@ -468,7 +470,7 @@ def main(argv=None) -> int:
     if args.worker:
         print(json.dumps(worker(args)))
         return 0
-    load_at_start = load_average()
+    conditions = Conditions()
     gflops = {device: matmul_gflops(device) for device in args.device}
     rows = []
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="mmd-bench-") as tmp:
@@ -477,12 +479,11 @@ def main(argv=None) -> int:
                 print(f"d={d} on {device} ...", file=sys.stderr, flush=True)
                 rows.append(run_dimension(d, device, args, Path(tmp)))
     estimate = resnet18_estimate(rows)
-    cpu = (
-        f"{cpu_model()}; load average {load_at_start:.2f} at the start, "
-        f"{load_average():.2f} at the end"
-    )
+    cpu = conditions.line()
     text = report(rows, gflops, estimate, cpu)
     print(text)
+    if not args.no_write:
+        print(f"wrote {publish('mmd', 'benchmarks/mmd.py', DOC_INTRO, text)}", file=sys.stderr)
     out = (
         Path(args.json)
         if args.json

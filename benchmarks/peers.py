@@ -10,8 +10,11 @@ memory and the quality figure of the job.
   Quality: the test loss barrier after alignment (`symbnn.alignment.interpolation`), whether
   the permuted network still computes the same function, and the weight distance ||A - P B||;
 - uncertainty metrics (accuracy, ECE, Brier, AUPR, FPR95, NLL) of the same predictions:
-  `symbnn.metrics.uncertainty_metrics` vs torch-uncertainty's metric classes (torchmetrics
-  Accuracy and BinaryAveragePrecision, as its ClassificationRoutine uses them): values and time;
+  `symbnn.metrics.uncertainty_metrics` (validation of every probability and label included)
+  vs torch-uncertainty's metric classes (torchmetrics Accuracy and BinaryAveragePrecision, as
+  its ClassificationRoutine uses them): values and time, at the default experiment's size
+  (16 members x 1,000 images), on the SWAG row's predictions and at the paper's (100 x
+  10,000); symbnn's time with the mutual information (idmi, oodmi) as an extra row;
 - SWAG and MC Dropout at the same OptuNet mode: `symbnn.methods.swag` / `.dropout` vs
   torch-uncertainty's `SWAG` and `mc_dropout` wrappers, driven by the same SGD steps on the same
   batches; time to fit and to sample and predict, accuracy and NLL of the 16-member ensemble;
@@ -25,14 +28,18 @@ optional extra `peers` (pyproject.toml); torch-uncertainty and lightning come wi
 extra too, and the others install beside the pinned torch without touching it:
 
     .venv/bin/pip install --no-deps rebasin==0.0.47 torchview graphviz blitz-bayesian-pytorch==0.2.8
-    .venv/bin/python benchmarks/peers.py            # about 2 minutes on 2 idle cores
-    .venv/bin/python benchmarks/peers.py --jobs alignment metrics --repeats 5 --json peers.json
+    .venv/bin/python benchmarks/peers.py            # all jobs, written to docs/benchmarks.md
+    .venv/bin/python benchmarks/peers.py --jobs alignment metrics --repeats 7 --json peers.json
     .venv/bin/python benchmarks/peers.py --jobs bnn --blitz-own-init   # BLiTZ's own mean init
 
-Times are the best of --repeats runs for alignment and metrics; training jobs run once (the
-BNN after an untimed warm-up on 64 images on both sides). On a shared machine the wall times
-of torch's two-thread CPU kernels grow several-fold with the load: the table's footer gives
-the load average (--threads sets torch's thread count). Peak memory is the rise of this process's resident
+The table goes into docs/benchmarks.md as the generated block "peers" when every job ran
+(--write: also for a subset; --no-write: print only). Alignment and metrics run --repeats
+times as alternating pairs (symbnn, then the peer, then the peer, then symbnn, ...) after
+one untimed run each: times are medians and the ratio is the median of the pairs' ratios,
+which moves far less with the load of a shared machine than either time. Training jobs run
+once (the BNN after an untimed warm-up on 64 images on both sides). The footer gives the
+CPU, torch's and numba's threads (--threads sets torch's), the load average and a
+calibration figure (`benchmarks/machine.py`). Peak memory is the rise of this process's resident
 memory over its level when the job starts, in its last run (the kernel's high-water mark,
 reset per job through /proc/self/clear_refs; "-" where that is not available). Memory that an
 earlier job freed and the allocator kept is not counted again, so a job may show less than it
@@ -48,9 +55,7 @@ import gc
 import importlib
 import json
 import math
-import os
-import platform
-import subprocess
+import statistics
 import sys
 import time
 import warnings
@@ -60,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from machine import Conditions, publish
 from torch import nn
 from torch.nn import functional as F
 
@@ -87,6 +93,7 @@ ENSEMBLE = 16  # members of every sampled ensemble (the default experiment's n_s
 MLP_WIDTHS = [784, 128, 128, 10]
 SWAG_PREDICTIONS = "the SWAG row's 16 members: (16, 1000, 10), OOD (16, 1000, 10)"
 PAPER_SIZE = "the paper's MNIST size: (100, 10000, 10), OOD (100, 10000, 10), synthetic"
+DEFAULT_SIZE = "the default experiment's size: (16, 1000, 10), OOD (16, 1000, 10), synthetic"
 METRIC_NAMES = ("accuracy", "ece", "brier", "aupr", "fpr95", "nll")
 
 
@@ -102,6 +109,11 @@ class Row:
     peak_mib: float | None
     quality: str
     ratio: float | None = None  # this row's time / symbnn's on the same job
+    verdict: str = "-"
+
+
+def yes_no(condition: bool) -> str:
+    return "yes" if condition else "no"
 
 
 def _status_kib(field: str) -> int | None:
@@ -122,24 +134,63 @@ def _reset_peak() -> bool:
         return False
 
 
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float | None]:
+    """(fn's result, wall seconds, peak memory rise in MiB) of one run."""
+    gc.collect()
+    base = _status_kib("VmRSS") if _reset_peak() else None
+    start = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    high = _status_kib("VmHWM")
+    return result, seconds, None if base is None or high is None else (high - base) / 1024
+
+
 def measure(
     fn: Callable[[], Any], repeats: int = 1, warmup: Callable[[], Any] | None = None
 ) -> tuple[Any, float, float | None]:
-    """(fn's last result, best wall seconds, peak memory rise in MiB of the last run) over
+    """(fn's last result, median wall seconds, peak memory rise in MiB of the last run) over
     ``repeats`` runs, after ``warmup`` (untimed: one-off costs such as lazy imports)."""
     if warmup is not None:
         warmup()
-    best, peak, result = math.inf, None, None
-    for _ in range(max(1, repeats)):
-        result = None
-        gc.collect()
-        base = _status_kib("VmRSS") if _reset_peak() else None
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-        high = _status_kib("VmHWM")
-        peak = None if base is None or high is None else (high - base) / 1024
-    return result, best, peak
+    runs = [_timed(fn) for _ in range(max(1, repeats))]
+    return runs[-1][0], statistics.median(r[1] for r in runs), runs[-1][2]
+
+
+@dataclass
+class Paired:
+    """symbnn's and a peer's runs on one job, alternating: medians and the median ratio."""
+
+    ours: Any
+    seconds: float
+    peak: float | None
+    theirs: Any
+    seconds_peer: float
+    peak_peer: float | None
+    ratio: float  # median over the pairs of (peer's seconds / symbnn's seconds)
+
+
+def paired(ours: Callable[[], Any], theirs: Callable[[], Any], repeats: int) -> Paired:
+    """Both sides ``repeats`` times, each pair back to back (who goes first alternates), after
+    one untimed run of each: a ratio of two runs seconds apart moves far less with the
+    machine's load than either time."""
+    ours(), theirs()
+    mine, peer_runs = [], []
+    for i in range(max(1, repeats)):
+        if i % 2 == 0:
+            mine.append(_timed(ours))
+            peer_runs.append(_timed(theirs))
+        else:
+            peer_runs.append(_timed(theirs))
+            mine.append(_timed(ours))
+    return Paired(
+        mine[-1][0],
+        statistics.median(r[1] for r in mine),
+        mine[-1][2],
+        peer_runs[-1][0],
+        statistics.median(r[1] for r in peer_runs),
+        peer_runs[-1][2],
+        statistics.median(p[1] / m[1] for m, p in zip(mine, peer_runs, strict=True)),
+    )
 
 
 def peer(module: str, install: str) -> tuple[Any, str | None]:
@@ -280,32 +331,55 @@ def row_alignment(ctx: Context, case: str) -> list[Row]:
     before = _weight_distance(a, b, model)
     unaligned = _barrier(spec, a, b, data)[0] if data else None
 
-    def quality(aligned: dict) -> str:
+    def quality(aligned: dict) -> tuple[str, float, bool]:
+        """(the row's quality text, ||A - PB|| / ||A - B||, whether B's function is kept)."""
         change = _function_change(spec, b, aligned, x)
         kept = "function kept" if change < 1e-5 else f"function CHANGED (max |dlogit| {change:.2g})"
         dist = _weight_distance(a, aligned, model) / before
-        text = f"||A-PB||/||A-B|| {dist:.3f}; {kept}"
+        text = f"||A-PB||/||A-B|| {dist:.4f}; {kept}"
         if data:
             barrier, acc_b = _barrier(spec, a, aligned, data)
             text = f"barrier {barrier:.3f} (unaligned {unaligned:.3f}); " + text
             if change >= 1e-5:  # the barrier is then to another network
                 text += f", permuted B's test acc {acc_b:.2f} (B's {accs[1]:.2f})"
-        return text
+        return text, dist, change < 1e-5
 
-    rows = []
-    aligned, seconds, peak = measure(lambda: _symbnn_align(spec, a, b, x, None), ctx.repeats)
-    rows.append(Row(job, label, "symbnn", seconds, peak, quality(aligned)))
-    if case == "resnet18":  # its sweeps after the first gain little: the first alone
-        aligned, one, peak = measure(lambda: _symbnn_align(spec, a, b, x, 1), ctx.repeats)
-        rows.append(
-            Row(job, label, "symbnn, one sweep", one, peak, quality(aligned), one / seconds)
-        )
+    def ours():
+        return _symbnn_align(spec, a, b, x, None)
+
     rebasin, why = peer("rebasin", "pip install --no-deps rebasin torchview graphviz")
     if rebasin is None:
-        return rows + [missing(job, label, "rebasin", why)]
-    aligned, seconds_r, peak = measure(lambda: _rebasin_align(rebasin, spec, a, b, x), ctx.repeats)
+        aligned, seconds, peak = measure(ours, ctx.repeats)
+        return [
+            Row(job, label, "symbnn", seconds, peak, quality(aligned)[0]),
+            missing(job, label, "rebasin", why),
+        ]
+    run = paired(ours, lambda: _rebasin_align(rebasin, spec, a, b, x), ctx.repeats)
+    text, dist, _ = quality(run.ours)
+    rows = [Row(job, label, "symbnn", run.seconds, run.peak, text)]
+    # its sweeps after the first gain little: the first alone, as an extra row
+    aligned, one, peak = measure(lambda: _symbnn_align(spec, a, b, x, 1), ctx.repeats)
     rows.append(
-        Row(job, label, _version("rebasin"), seconds_r, peak, quality(aligned), seconds_r / seconds)
+        Row(job, label, "symbnn, one sweep", one, peak, quality(aligned)[0], one / run.seconds)
+    )
+    text_r, dist_r, kept_r = quality(run.theirs)
+    verdict = (
+        f"symbnn at least as fast: {yes_no(run.ratio >= 1)}; "
+        f"symbnn's distance at most rebasin's: {yes_no(dist <= dist_r)}"
+    )
+    if not kept_r:  # a distance reached by permutations that are not symmetries of B
+        verdict += " (rebasin's permutation changes B's function)"
+    rows.append(
+        Row(
+            job,
+            label,
+            _version("rebasin"),
+            run.seconds_peer,
+            run.peak_peer,
+            text_r,
+            run.ratio,
+            verdict,
+        )
     )
     return rows
 
@@ -382,34 +456,68 @@ def _fmt_metrics(values: dict) -> str:
 def row_metrics(
     ctx: Context, probs_in: torch.Tensor, labels: torch.Tensor, probs_out: torch.Tensor, case: str
 ) -> list[Row]:
-    """The same (K, N, C) predictions through symbnn's metrics and torch-uncertainty's."""
+    """The same (K, N, C) predictions through symbnn's metrics and torch-uncertainty's: the
+    six metrics both compute (symbnn's validation of every probability and label included),
+    then symbnn's with the mutual information (idmi, oodmi) as an extra row."""
     job = "uncertainty metrics"
-    ours, seconds, peak = measure(
-        lambda: uncertainty_metrics(probs_in, labels, probs_out), ctx.repeats
-    )
-    rows = [Row(job, case, "symbnn", seconds, peak, _fmt_metrics(ours))]
+
+    def ours():
+        return uncertainty_metrics(probs_in, labels, probs_out, mutual_information=False)
+
     tu, why = peer("torch_uncertainty", "pip install torch-uncertainty lightning")
     if tu is None:
-        return rows + [missing(job, case, "torch-uncertainty", why)]
-    theirs, seconds_t, peak = measure(lambda: _tu_metrics(probs_in, labels, probs_out), ctx.repeats)
-    diff = max(abs(theirs[k] - ours[k]) for k in METRIC_NAMES)
-    worst = max(METRIC_NAMES, key=lambda k: abs(theirs[k] - ours[k]))
-    quality = f"{_fmt_metrics(theirs)}; largest |difference| {diff:.1e} ({worst})"
+        values, seconds, peak = measure(ours, ctx.repeats)
+        return [
+            Row(job, case, "symbnn", seconds, peak, _fmt_metrics(values)),
+            missing(job, case, "torch-uncertainty", why),
+        ]
+    run = paired(ours, lambda: _tu_metrics(probs_in, labels, probs_out), ctx.repeats)
+    rows = [Row(job, case, "symbnn", run.seconds, run.peak, _fmt_metrics(run.ours))]
+    full, seconds_mi, peak = measure(
+        lambda: uncertainty_metrics(probs_in, labels, probs_out), ctx.repeats
+    )
+    mi = f"idmi {full['idmi']:.4f}, oodmi {full['oodmi']:.4f} (nats)"
     rows.append(
-        Row(job, case, _version("torch-uncertainty"), seconds_t, peak, quality, seconds_t / seconds)
+        Row(
+            job,
+            case,
+            "symbnn, with mutual information",
+            seconds_mi,
+            peak,
+            mi,
+            seconds_mi / run.seconds,
+            f"torch-uncertainty's time / this one: {run.seconds_peer / seconds_mi:.2f}",
+        )
+    )
+    diff = max(abs(run.theirs[k] - run.ours[k]) for k in METRIC_NAMES)
+    worst = max(METRIC_NAMES, key=lambda k: abs(run.theirs[k] - run.ours[k]))
+    quality = f"{_fmt_metrics(run.theirs)}; largest |difference| {diff:.1e} ({worst})"
+    verdict = f"symbnn at least 2x as fast: {yes_no(run.ratio >= 2)}"
+    rows.append(
+        Row(
+            job,
+            case,
+            _version("torch-uncertainty"),
+            run.seconds_peer,
+            run.peak_peer,
+            quality,
+            run.ratio,
+            verdict,
+        )
     )
     return rows
 
 
-def paper_scale_predictions(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(K, N, C) = (100, 10000, 10) in- and out-of-distribution probabilities, the paper's
-    MNIST evaluation size: softmaxes of random logits, sharper in distribution."""
+def synthetic_predictions(
+    k: int, n: int, seed: int = 0, classes: int = 10
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(K, N, C) in- and out-of-distribution float32 probabilities and (N,) labels:
+    softmaxes of random logits, sharper in distribution."""
     gen = torch.Generator().manual_seed(seed)
-    k, n, c = 100, 10_000, 10
-    labels = torch.randint(0, c, (n,), generator=gen)
-    centre = F.one_hot(labels, c).float() * 4.0 + torch.randn(n, c, generator=gen)
-    logits_in = centre + torch.randn(k, n, c, generator=gen)
-    logits_out = torch.randn(k, n, c, generator=gen) * 1.5
+    labels = torch.randint(0, classes, (n,), generator=gen)
+    centre = F.one_hot(labels, classes).float() * 4.0 + torch.randn(n, classes, generator=gen)
+    logits_in = centre + torch.randn(k, n, classes, generator=gen)
+    logits_out = torch.randn(k, n, classes, generator=gen) * 1.5
     return torch.softmax(logits_in, -1), labels, torch.softmax(logits_out, -1)
 
 
@@ -540,7 +648,10 @@ def symbnn_ensemble_row(job, case, probs, fit_seconds, seconds, peak, ctx: Conte
 def peer_ensemble_row(job, case, probs, timing, seconds, ours, peak, ctx: Context) -> Row:
     """torch-uncertainty's row of a method comparison, its time against symbnn's ``ours``."""
     quality = f"{ensemble_quality(probs, ctx.test.labels)}; {timing}"
-    return Row(job, case, _version("torch-uncertainty"), seconds, peak, quality, seconds / ours)
+    verdict = f"symbnn at least as fast: {yes_no(seconds >= ours)}"
+    return Row(
+        job, case, _version("torch-uncertainty"), seconds, peak, quality, seconds / ours, verdict
+    )
 
 
 def row_dropout(ctx: Context) -> list[Row]:
@@ -698,7 +809,8 @@ def row_bnn(ctx: Context) -> list[Row]:
     library = _version("blitz-bayesian-pytorch")
     if ctx.blitz_own_init:
         library += " (own mean init)"
-    rows.append(Row(job, case, library, fit_b / epochs, peak, quality, fit_b / fit_s))
+    verdict = f"symbnn at least as fast: {yes_no(fit_b >= fit_s)}"
+    rows.append(Row(job, case, library, fit_b / epochs, peak, quality, fit_b / fit_s, verdict))
     return rows
 
 
@@ -731,29 +843,8 @@ def _version(dist: str) -> str:
         return dist
 
 
-def machine(load_at_start: float) -> str:
-    """lscpu's model name, cores, torch and its threads, and the load average at both ends."""
-    model = platform.processor() or platform.machine()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next(
-            (l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")),
-            model,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return (
-        f"{model}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} "
-        f"threads), load average {load_at_start:.2f} at the start, {_load():.2f} at the end"
-    )
-
-
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-
-
 def table(rows: list[Row]) -> str:
-    head = ("job", "case", "library", "time s", "time / symbnn's", "peak MiB", "quality")
+    head = ("job", "case", "library", "time s", "time / symbnn's", "peak MiB", "quality", "verdict")
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         cells = (
@@ -764,18 +855,32 @@ def table(rows: list[Row]) -> str:
             "-" if r.ratio is None else f"{r.ratio:.2f}",
             "-" if r.peak_mib is None else f"{r.peak_mib:.0f}",
             r.quality,
+            r.verdict,
         )
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
 
 JOBS = ("alignment", "metrics", "swag", "dropout", "bnn", "laplace")
+DOC_INTRO = (
+    "The `peers` block compares symbnn with the libraries a researcher would otherwise use, "
+    "on the same inputs in one run: weight matching against rebasin, the uncertainty metrics "
+    "against torch-uncertainty's metric classes, SWAG and MC Dropout against torch-uncertainty's "
+    "wrappers, the variational BNN against BLiTZ. Times are medians; symbnn and the peer run "
+    "in alternating pairs where both are cheap, and the ratio is the peer's time over symbnn's "
+    "(the median of the pairs' ratios). The verdict says whether symbnn is at least as fast "
+    "(for the metrics: at least twice as fast) and, for weight matching, whether its "
+    "||A - PB|| is at most the peer's. On a shared machine times and ratios move with the "
+    "load (two-thread CPU kernels most), so a verdict can flip with it: the footer gives the "
+    "load and the calibration at both ends. Rerun it with `python benchmarks/peers.py` (the "
+    "peers are the `peers` extra; `--help` for the options)."
+)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--repeats", type=int, default=3, help="best of this many runs (cheap jobs)"
+        "--repeats", type=int, default=5, help="runs (pairs) of the cheap jobs; medians"
     )
     parser.add_argument(
         "--bnn-epochs", type=int, default=None, help="both BNNs' budget (default: the recipe's)"
@@ -790,10 +895,17 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--jobs", nargs="+", choices=JOBS, default=JOBS, help="rows to run")
     parser.add_argument("--json", default=None, help="also write the rows here")
+    write = parser.add_mutually_exclusive_group()
+    write.add_argument(
+        "--write",
+        action="store_true",
+        help="write the table into docs/benchmarks.md even when only some jobs ran",
+    )
+    write.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    wall, load_at_start = time.perf_counter(), _load()
+    wall, conditions = time.perf_counter(), Conditions()
     ctx = Context(args)
     rows: list[Row] = []
     if "alignment" in args.jobs:
@@ -801,9 +913,10 @@ def main(argv=None) -> int:
             rows += row_alignment(ctx, case)
     swag_rows, probs = row_swag(ctx) if "swag" in args.jobs else ([], None)
     if "metrics" in args.jobs:
+        rows += row_metrics(ctx, *synthetic_predictions(ENSEMBLE, 1_000), DEFAULT_SIZE)
         if probs is not None:
             rows += row_metrics(ctx, probs[0], ctx.test.labels, probs[1], SWAG_PREDICTIONS)
-        rows += row_metrics(ctx, *paper_scale_predictions(), PAPER_SIZE)
+        rows += row_metrics(ctx, *synthetic_predictions(100, 10_000), PAPER_SIZE)
     rows += swag_rows
     if "dropout" in args.jobs:
         rows += row_dropout(ctx)
@@ -811,8 +924,14 @@ def main(argv=None) -> int:
         rows += row_bnn(ctx)
     if "laplace" in args.jobs:
         rows += row_laplace()
-    print(table(rows))
-    print(f"\nmachine: {machine(load_at_start)}; whole run {time.perf_counter() - wall:.0f} s")
+    text = (
+        f"{table(rows)}\n\nMachine: {conditions.line()}. Medians of {args.repeats} runs "
+        f"(alignment, metrics; training jobs once); whole run "
+        f"{time.perf_counter() - wall:.0f} s."
+    )
+    print(text)
+    if args.write or (not args.no_write and set(args.jobs) == set(JOBS)):
+        print(f"wrote {publish('peers', 'benchmarks/peers.py', DOC_INTRO, text)}", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2))
     return 0

@@ -26,13 +26,22 @@ The predictive is p(x) = mean_k p_k(x). Definitions:
   positives. Equivalently, the smallest FPR(t) = P_in(score >= t) over thresholds with
   TPR(t) = P_out(score >= t) >= 0.95.
 
-Inputs are numpy arrays, torch tensors (CPU or CUDA: the computation runs where the tensor is),
-or lazily read array-likes with ``shape`` and slicing such as a zarr array. Probabilities are
-validated (finite, non-negative, rows summing to 1 within a tolerance that allows float16
-storage), cast to float64 and each row renormalised, so storage rounding does not show up as
-calibration error or mutual information. The input axis is processed in blocks of ``batch``
-inputs (all K members at once), so memory is O(K * batch * C + N) whatever N is. Scalar metrics
-are Python floats; per-input arrays come back as the input's kind (numpy, or a torch tensor on
+Inputs are numpy arrays, torch tensors (CPU or CUDA) or lazily read array-likes with
+``shape`` and slicing such as a zarr array. Probabilities are validated (finite, non-negative,
+rows summing to 1 within a tolerance that allows float16 storage) and each member's row is
+renormalised by its sum, so storage rounding does not show up as calibration error or mutual
+information. On the CPU one fused pass (`symbnn.ensemble_pass`) validates, renormalises and
+averages every member in place, in the stored float32 or float64 (float16 and other dtypes
+are converted to float64 block by block, ``batch`` inputs at a time, as are lazily read
+arrays); the predictive, its entropy and every sum are float64. For float32 input the
+renormalised members are weighted by their row sums (p = sum_k x_k / sum_k s_k; within a few
+1e-8 of the plain mean for float32 softmax outputs, see `symbnn.ensemble_pass`) and their
+entropies are computed in float32 (the mutual information is then good to about 1e-7 nats;
+two identical float32 networks may show MI up to 1e-6 instead of 0). CUDA
+tensors are processed on their device by torch operations in float64, ``batch`` inputs at a
+time. A bad array is then diagnosed in full: the error names the first NaN/inf (member, input,
+class), the most negative value or the row furthest from summing to 1. Scalar metrics are
+Python floats; per-input arrays come back as the input's kind (numpy, or a torch tensor on
 the input's device), in float64.
 """
 
@@ -41,21 +50,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 
+from symbnn import ensemble_pass
 from symbnn.settings import Metrics
+from symbnn.threads import numba_threads_for
 
 # library defaults are the settings layer's
 METRICS = Metrics()
 SCORES = Metrics.choices("ood_score")
 DEFAULT_BINS = METRICS.bins
 # the smallest positive float16: stored probabilities below it read as 0
-NLL_FLOOR = 2.0**-24
+NLL_FLOOR = ensemble_pass.NLL_FLOOR
 # Row-sum tolerance: float16/bfloat16 keep ~3 (resp. ~2) significant digits per probability.
 LOW_PRECISION_ATOL = 1e-2
 ATOL = 1e-4
-# Elements of float64 per block (K * batch * C) when no batch is given: 32 MiB.
+# Elements per block (K * batch * C) when no batch is given: 32 MiB of float64 (arrays that the
+# CPU pass cannot read in place; the GPU's blocks).
 BLOCK_ELEMENTS = 2**22
 
 
@@ -76,10 +89,10 @@ def _lazy(x: Any) -> Any:
     return np.asarray(x)
 
 
-def _low_precision(block: Any) -> bool:
-    if _is_torch(block):
-        return block.dtype in (torch.float16, torch.bfloat16)
-    return np.asarray(block).dtype == np.float16
+def _low_precision_dtype(dtype: Any) -> bool:
+    if isinstance(dtype, torch.dtype):
+        return dtype in (torch.float16, torch.bfloat16)
+    return np.dtype(dtype) == np.float16
 
 
 def _to_float64(block: Any, device: torch.device | None = None) -> torch.Tensor:
@@ -175,7 +188,7 @@ def check_probabilities(
     atol = None
     with torch.no_grad():
         for start, raw in _raw_blocks(probs, n, _batch_size(batch, k, c)):
-            atol = atol or (LOW_PRECISION_ATOL if _low_precision(raw) else ATOL)
+            atol = atol or (LOW_PRECISION_ATOL if _low_precision_dtype(raw.dtype) else ATOL)
             try:
                 block = _to_float64(raw)
             except TypeError as exc:
@@ -232,9 +245,126 @@ def check_labels(labels: Any, n: int, num_classes: int, name: str = "probs") -> 
 
 # ----------------------------------------------------------------------------- per input
 
+# Keys of `_per_input`'s vectors and their rows in `symbnn.ensemble_pass`'s output.
+_ROWS = {
+    "conf": ensemble_pass.CONF,
+    "pred": ensemble_pass.PRED,
+    "entropy": ensemble_pass.ENTROPY,
+    "mi": ensemble_pass.MI,
+    "correct": ensemble_pass.CORRECT,
+    "brier": ensemble_pass.BRIER,
+    "nll": ensemble_pass.NLL,
+}
+
 
 def _entropy(p: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(-1)  # xlogy(0, 0) = 0
+
+
+def _pass_dtype(dtype: Any) -> np.dtype:
+    """The dtype the CPU pass reads: float32 stays float32 (member entropies in float32), every
+    other real dtype is read as float64 (float16 storage, the workflow's, keeps its results
+    exact: two identical networks have MI 0 to 1e-15); TypeError otherwise."""
+    if isinstance(dtype, torch.dtype):
+        if dtype.is_complex:
+            raise TypeError(f"complex dtype {dtype}")
+        return np.dtype(np.float32) if dtype == torch.float32 else np.dtype(np.float64)
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf":
+        raise TypeError(f"dtype {dtype}")
+    return np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+
+
+def _in_place(probs: Any, dtype: np.dtype) -> np.ndarray | None:
+    """``probs`` as a C-ordered numpy array of ``dtype`` sharing its memory, or None when it
+    must be converted or read in blocks."""
+    if _is_torch(probs):
+        if probs.device.type != "cpu" or probs.dtype not in (torch.float32, torch.float64):
+            return None
+        probs = probs.detach()
+        return probs.numpy() if probs.is_contiguous() else None
+    if isinstance(probs, np.ndarray) and probs.dtype == dtype and probs.flags.c_contiguous:
+        return probs
+    return None
+
+
+def _as_block(raw: Any, dtype: np.dtype) -> np.ndarray:
+    """A (K, b, C) block read from ``probs`` as a C-ordered array of ``dtype``."""
+    if _is_torch(raw):
+        raw = raw.detach().to(torch.float64 if dtype == np.float64 else torch.float32)
+        return np.ascontiguousarray(raw.numpy())
+    return np.ascontiguousarray(np.asarray(raw), dtype=dtype)
+
+
+def _cpu_pass(
+    probs: Any, k: int, n: int, c: int, y: np.ndarray, entropy: bool, mutual: bool, batch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of `symbnn.ensemble_pass`'s output, counts of (bad values, bad rows)) of the
+    whole array: in place when it is a C-ordered float32/float64 array, else in
+    blocks of ``batch`` inputs converted to `_pass_dtype`."""
+    dtype = _pass_dtype(probs.dtype)
+    atol = LOW_PRECISION_ATOL if _low_precision_dtype(probs.dtype) else ATOL
+    out = np.empty((ensemble_pass.OUTPUTS, n))
+    whole = _in_place(probs, dtype)
+    if whole is not None:
+        blocks: Iterator[tuple[int, np.ndarray]] = iter([(0, whole.reshape(k, n, c))])
+    else:
+        blocks = ((start, _as_block(raw, dtype)) for start, raw in _raw_blocks(probs, n, batch))
+    bad = np.zeros(2, dtype=np.int64)
+    for start, block in blocks:
+        b = block.shape[1]
+        labels = y[start : start + b] if len(y) else y
+        # runs handed out one at a time: a thread the shared machine delays takes fewer
+        with numba_threads_for(k * b * c), numba.parallel_chunksize(1):
+            rows = ensemble_pass.run_rows(b, c, numba.get_num_threads())
+            counts = np.zeros((-(-b // rows), 2), dtype=np.int64)
+            ensemble_pass.ensemble_pass(
+                block.reshape(-1),
+                k,
+                b,
+                c,
+                dtype == np.float32,  # weighted by the row sums (symbnn.ensemble_pass)
+                entropy,
+                mutual,
+                labels,
+                atol,
+                rows,
+                out,
+                start,
+                counts,
+            )
+        bad += counts.sum(0)
+    return out, bad
+
+
+def _torch_pass(
+    probs: Any, k: int, n: int, c: int, y: torch.Tensor | None, batch: int
+) -> np.ndarray:
+    """The same rows as `_cpu_pass` by torch operations in float64 where the tensor is (the
+    GPU route; ``probs`` validated already)."""
+    device = _device(probs)
+    out = torch.empty((ensemble_pass.OUTPUTS, n), dtype=torch.float64, device=device)
+    with torch.no_grad():
+        for start, raw in _raw_blocks(probs, n, batch):
+            members = _to_float64(raw, device)
+            members = members / members.sum(-1, keepdim=True)  # undo storage rounding
+            p = members.mean(0)
+            end = start + p.shape[0]
+            pred = p.argmax(-1)  # first index among ties
+            out[_ROWS["pred"], start:end] = pred.to(torch.float64)
+            out[_ROWS["conf"], start:end] = p.gather(-1, pred[:, None])[:, 0]
+            entropy = _entropy(p)
+            out[_ROWS["entropy"], start:end] = entropy
+            # MI >= 0 by concavity of H; clamp rounding noise (identical members).
+            out[_ROWS["mi"], start:end] = (entropy - _entropy(members).mean(0)).clamp_min(0)
+            if y is not None:
+                yb = y[start:end]
+                out[_ROWS["correct"], start:end] = (pred == yb).to(torch.float64)
+                onehot = torch.nn.functional.one_hot(yb, c).to(torch.float64)
+                out[_ROWS["brier"], start:end] = ((p - onehot) ** 2).sum(-1)
+                p_label = p.gather(-1, yb[:, None])[:, 0]
+                out[_ROWS["nll"], start:end] = -torch.log(p_label.clamp_min(NLL_FLOOR))
+    return out.cpu().numpy()
 
 
 def _per_input(
@@ -245,46 +375,44 @@ def _per_input(
     ndim: tuple[int, ...],
     labels: Any = None,
     batch: int | None = None,
-) -> tuple[dict[str, torch.Tensor], int]:
-    """Validate ``probs`` and return per-input float64 vectors (N,) for the quantities in
-    ``want`` (conf, pred, correct, brier, entropy, mi) and C, in one pass over blocks."""
+    route: str | None = None,
+) -> tuple[dict[str, np.ndarray], int]:
+    """Validate ``probs`` and return per-input float64 numpy vectors (N,) for the quantities
+    in ``want`` (conf, pred, correct, brier, nll, entropy, mi) and C. ``route``: "numba" (the
+    CPU pass, default on the CPU) or "torch" (default for CUDA tensors)."""
     probs = _lazy(probs)
     if not hasattr(probs, "shape"):
         raise ValueError(f"predictions {name!r}: not an array ({type(probs).__name__})")
     k, n, c = _shape(probs, name, ndim)
-    y = None
-    if labels is not None:
-        y = check_labels(labels, n, c, name).to(_device(probs))
-    check_probabilities(probs, name, ndim=ndim, batch=batch)
-    device = _device(probs)
-    parts: dict[str, list[torch.Tensor]] = {key: [] for key in want}
-    with torch.no_grad():
-        for start, raw in _raw_blocks(probs, n, _batch_size(batch, k, c)):
-            members = _to_float64(raw, device)
-            members = members / members.sum(-1, keepdim=True)  # undo storage rounding
-            p = members.mean(0)
-            pred = p.argmax(-1)  # first index among ties
-            conf = p.gather(-1, pred[:, None])[:, 0]
-            out = {"conf": conf, "pred": pred}
-            if y is not None:
-                yb = y[start : start + p.shape[0]]
-                out["correct"] = (pred == yb).to(torch.float64)
-                onehot = torch.nn.functional.one_hot(yb, c).to(torch.float64)
-                out["brier"] = ((p - onehot) ** 2).sum(-1)
-                p_label = p.gather(-1, yb[:, None])[:, 0]
-                out["nll"] = -torch.log(p_label.clamp_min(NLL_FLOOR))
-            if want & {"entropy", "mi"}:
-                out["entropy"] = _entropy(p)
-            if "mi" in want:
-                # MI >= 0 by concavity of H; clamp rounding noise (identical members).
-                out["mi"] = (out["entropy"] - _entropy(members).mean(0)).clamp_min(0)
-            for key in want:
-                parts[key].append(out[key])
-    return {key: torch.cat(value) for key, value in parts.items()}, c
+    step = _batch_size(batch, k, c)
+    route = route or ("numba" if _device(probs).type == "cpu" else "torch")
+    if route == "torch":
+        y = None if labels is None else check_labels(labels, n, c, name).to(_device(probs))
+        check_probabilities(probs, name, ndim=ndim, batch=batch)
+        out = _torch_pass(probs, k, n, c, y, step)
+    else:
+        y = np.empty(0, dtype=np.int64)
+        if labels is not None:
+            y = check_labels(labels, n, c, name).cpu().numpy()
+        try:
+            # one network has MI 0 exactly: no member entropies (float32's would add noise)
+            mutual = "mi" in want and k > 1
+            out, bad = _cpu_pass(probs, k, n, c, y, "entropy" in want, mutual, step)
+        except TypeError as exc:
+            raise ValueError(
+                f"predictions {name!r}: probabilities must be real numbers, got {exc}"
+            ) from None
+        if bad.any():  # name the first bad value or the worst row (raises)
+            check_probabilities(probs, name, ndim=ndim, batch=batch)
+        if "mi" in want and k == 1:
+            out[_ROWS["mi"]] = 0.0
+    return {key: out[_ROWS[key]] for key in want}, c
 
 
-def _like(values: torch.Tensor, reference: Any) -> Any:
-    return values if _is_torch(reference) else values.cpu().numpy()
+def _like(values: np.ndarray, reference: Any) -> Any:
+    if _is_torch(reference):
+        return torch.from_numpy(values).to(reference.device)
+    return values
 
 
 # ------------------------------------------------------------------------------- metrics
@@ -297,16 +425,14 @@ def accuracy(p: Any, y: Any, *, batch: int | None = None) -> float:
     return float(stats["correct"].mean())
 
 
-def _ece_from(conf: torch.Tensor, correct: torch.Tensor, bins: int) -> float:
-    edges = torch.linspace(0.0, 1.0, bins + 1, dtype=torch.float64, device=conf.device)
+def _ece_from(conf: np.ndarray, correct: np.ndarray, bins: int) -> float:
+    edges = np.linspace(0.0, 1.0, bins + 1)
     # searchsorted (left) gives i with edges[i-1] < conf <= edges[i]: bins (lo, hi]; conf 0 -> i = 0
     # joins the first bin, and rounding above 1 joins the last.
-    index = (torch.searchsorted(edges, conf) - 1).clamp(0, bins - 1)
-    gap = torch.zeros(bins, dtype=torch.float64, device=conf.device).index_add_(
-        0, index, correct - conf
-    )
+    index = np.clip(np.searchsorted(edges, conf) - 1, 0, bins - 1)
+    gap = np.bincount(index, weights=correct - conf, minlength=bins)
     # sum_b |B_b|/N |acc_b - conf_b| = sum_b |sum_{i in b} (correct_i - conf_i)| / N
-    return float(gap.abs().sum() / conf.numel())
+    return float(np.abs(gap).sum() / conf.size)
 
 
 def _check_bins(bins: int) -> int:
@@ -342,7 +468,7 @@ def _score_key(kind: str) -> str:
     return {"msp": "conf", "entropy": "entropy", "mi": "mi"}[kind]
 
 
-def _score_from(stats: dict[str, torch.Tensor], kind: str) -> torch.Tensor:
+def _score_from(stats: dict[str, np.ndarray], kind: str) -> np.ndarray:
     return 1 - stats["conf"] if kind == "msp" else stats[_score_key(kind)]
 
 
@@ -354,53 +480,51 @@ def ood_scores(probs: Any, kind: str = METRICS.ood_score, *, batch: int | None =
     return _like(_score_from(stats, kind), probs)
 
 
-def _scores(score_in: Any, score_out: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def _scores(score_in: Any, score_out: Any) -> tuple[np.ndarray, np.ndarray]:
     out = []
     for score, name in ((score_in, "score_in"), (score_out, "score_out")):
-        try:
-            s = _to_float64(score if _is_torch(score) else np.asarray(score))
-        except TypeError as exc:
-            raise ValueError(f"{name}: scores must be real numbers, got {exc}") from None
-        if s.ndim != 1 or s.numel() == 0:
-            raise ValueError(f"{name}: expected a non-empty 1-D array, got shape {tuple(s.shape)}")
-        if not bool(torch.isfinite(s).all()):
+        raw = score.detach().cpu().numpy() if _is_torch(score) else np.asarray(score)
+        if raw.dtype.kind not in "biuf":
+            raise ValueError(f"{name}: scores must be real numbers, got dtype {raw.dtype}")
+        s = raw.astype(np.float64, copy=False)
+        if s.ndim != 1 or s.size == 0:
+            raise ValueError(f"{name}: expected a non-empty 1-D array, got shape {s.shape}")
+        if not np.isfinite(s).all():
             raise ValueError(f"{name}: scores contain NaN or inf")
         out.append(s)
-    a, b = out
-    device = b.device if b.device.type != "cpu" else a.device
-    return a.to(device), b.to(device)
+    return out[0], out[1]
+
+
+def _detection(s_in: np.ndarray, s_out: np.ndarray) -> tuple[float, float]:
+    """(AUPR, FPR95) of finite 1-D scores from one sort of each set (module docstring).
+
+    AP = sum_t (R_t - R_{t-1}) P_t over the distinct scores t: the recall only moves at the
+    distinct OOD scores, by their count / n_out, where P_t = tp / (tp + fp) with tp, fp the
+    OOD and in-distribution inputs scoring >= t, so the sum runs over the OOD values alone."""
+    s_in, s_out = np.sort(s_in), np.sort(s_out)
+    n_in, n_out = s_in.size, s_out.size
+    first = np.flatnonzero(np.r_[True, s_out[1:] != s_out[:-1]])  # each distinct OOD value
+    tp = n_out - first
+    fp = n_in - np.searchsorted(s_in, s_out[first], side="left")
+    count = np.diff(np.r_[first, n_out])
+    aupr_value = float((count * (tp / (tp + fp))).sum() / n_out)
+    k = -(-95 * n_out // 100)  # ceil(0.95 n_out) in integers: 0.95 * 20 must give 19, not 19.000001
+    threshold = s_out[n_out - k]  # the k-th largest OOD score
+    fpr = float(n_in - np.searchsorted(s_in, threshold, side="left")) / n_in
+    return aupr_value, fpr
 
 
 def aupr(score_in: Any, score_out: Any) -> float:
     """Average precision of detecting OOD (positive class) by score >= threshold, thresholds at
     the distinct score values (as sklearn's ``average_precision_score``)."""
-    s_in, s_out = _scores(score_in, score_out)
-    n_out = s_out.numel()
-    scores = torch.cat([s_in, s_out])
-    is_out = torch.cat([torch.zeros_like(s_in), torch.ones_like(s_out)])
-    order = torch.argsort(scores, descending=True)
-    scores, is_out = scores[order], is_out[order]
-    # One threshold per distinct score: the last position of each run of equal scores, so ties
-    # enter together whatever order the sort left them in.
-    last = torch.ones_like(scores, dtype=torch.bool)
-    last[:-1] = scores[1:] != scores[:-1]
-    at = torch.nonzero(last)[:, 0]
-    tp = is_out.cumsum(0)[at]
-    precision = tp / (at + 1).to(torch.float64)
-    new_tp = torch.diff(tp, prepend=tp.new_zeros(1))
-    # sum_t (R_t - R_{t-1}) P_t with R_t = tp_t / n_out, keeping the counts integer until the end.
-    return float((new_tp * precision).sum() / n_out)
+    return _detection(*_scores(score_in, score_out))[0]
 
 
 def fpr_at_95(score_in: Any, score_out: Any) -> float:
     """False-positive rate on the in-distribution inputs at the threshold t* = the
     ceil(0.95 n_out)-th largest OOD score, flagging score >= t* (ties at t* flagged: detected
     OOD and false positives alike)."""
-    s_in, s_out = _scores(score_in, score_out)
-    n_out = s_out.numel()
-    k = -(-95 * n_out // 100)  # ceil(0.95 n_out) in integers: 0.95 * 20 must give 19, not 19.000001
-    threshold = torch.sort(s_out, descending=True).values[k - 1]
-    return float((s_in >= threshold).to(torch.float64).mean())
+    return _detection(*_scores(score_in, score_out))[1]
 
 
 def uncertainty_metrics(
@@ -412,11 +536,13 @@ def uncertainty_metrics(
     bins: int = DEFAULT_BINS,
     batch: int | None = None,
     names: tuple[str, str] = ("in", "out"),
+    mutual_information: bool = True,
 ) -> dict[str, float]:
     """All metrics of an ensemble: ``probs_in`` (K, N, C) on the in-distribution test set with
     (N,) ``labels``, ``probs_out`` (K, M, C) on the OOD set, OOD ``score`` "msp", "entropy" or
     "mi". Returns accuracy, ece, brier, nll, aupr, fpr95, idmi, oodmi (NLL and MI in nats)
-    as floats. ``names`` name the two arrays in error messages."""
+    as floats; without idmi and oodmi when ``mutual_information`` is False (the members'
+    entropies are the pass's main cost). ``names`` name the two arrays in error messages."""
     key = _score_key(score)
     bins = _check_bins(bins)
     name_in, name_out = names
@@ -429,22 +555,26 @@ def uncertainty_metrics(
             f"predictions {name_out!r}: {k_out} members and {c_out} classes, but {name_in!r} "
             f"has {k_in} and {c_in}"
         )
+    extra = {key} | ({"mi"} if mutual_information else set())
     s_in, _ = _per_input(
         probs_in,
         name_in,
-        {"conf", "correct", "brier", "nll", "mi", key},
+        {"conf", "correct", "brier", "nll"} | extra,
         ndim=(3,),
         labels=labels,
         batch=batch,
     )
-    s_out, _ = _per_input(probs_out, name_out, {"mi", key}, ndim=(3,), batch=batch)
-    return {
+    s_out, _ = _per_input(probs_out, name_out, extra, ndim=(3,), batch=batch)
+    aupr_value, fpr95 = _detection(_score_from(s_in, score), _score_from(s_out, score))
+    values = {
         "accuracy": float(s_in["correct"].mean()),
         "ece": _ece_from(s_in["conf"], s_in["correct"], bins),
         "brier": float(s_in["brier"].mean()),
         "nll": float(s_in["nll"].mean()),
-        "aupr": aupr(_score_from(s_in, score), _score_from(s_out, score)),
-        "fpr95": fpr_at_95(_score_from(s_in, score), _score_from(s_out, score)),
-        "idmi": float(s_in["mi"].mean()),
-        "oodmi": float(s_out["mi"].mean()),
+        "aupr": aupr_value,
+        "fpr95": fpr95,
     }
+    if mutual_information:
+        values["idmi"] = float(s_in["mi"].mean())
+        values["oodmi"] = float(s_out["mi"].mean())
+    return values

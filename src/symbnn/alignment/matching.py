@@ -21,6 +21,16 @@ structure's input-to-output order (`topological_group_order`); a group's permuta
 changes when J strictly rises, so the sweeps stop (when a whole sweep changes nothing, or
 after ``max_sweeps``).
 
+Cost. C is built in the weights' float32 (float64 states: float64), one GEMM per tensor axis
+the group owns. Each product is kept with the other groups' permutations it used: unchanged
+ones are reused, and when only a few of a neighbour's units moved the product is corrected
+by a product over those slices alone. A group is solved again only when a group sharing a
+tensor with it changed since its last solve (otherwise C and its best permutation are the
+same). The assignment is solved on float32 C; its gain is read off C when it exceeds twice
+a bound on C's rounding (from the rows' norms), else summed exactly in float64 over the
+rows that move, so no change is accepted on rounding noise. J before and after is summed in
+float64.
+
 Structure details:
 * Only parameter roles enter J ("in", "bias", "out", "bn_weight", "bn_bias"); BatchNorm
   running statistics are buffers that move with their channel but do not drive the match.
@@ -51,6 +61,7 @@ from scipy.optimize import linear_sum_assignment
 from symbnn.settings import Alignment
 from symbnn.symmetry.operators import apply_permutations, as_stack
 from symbnn.symmetry.structure import Symmetry, UnitGroup, topological_group_order
+from symbnn.threads import torch_threads_for
 
 # library defaults are the settings layer's
 ALIGNMENT = Alignment()
@@ -99,10 +110,16 @@ def _matched_axes(sym: Symmetry) -> dict[str, list[tuple[int, str]]]:
     return axes
 
 
+def _matching_dtype(t: torch.Tensor) -> torch.dtype:
+    """float64 states are matched in float64, every other state in float32 (float32 weights
+    are exact in it; the cost matrices' products are float32 GEMMs)."""
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
 def _dense(state: State, sym: Symmetry, tensors: Sequence[str]) -> State:
-    """float64 copies of ``tensors``, block-local (grouped conv) input axes expanded to the
-    full channel width with zeros off the block diagonal."""
-    out = {name: state[name].detach().to(torch.float64).cpu() for name in tensors}
+    """float32 (float64) copies of ``tensors``, block-local (grouped conv) input axes expanded
+    to the full channel width with zeros off the block diagonal."""
+    out = {name: state[name].detach().cpu().to(_matching_dtype(state[name])) for name in tensors}
     for g in sym.groups:
         for a in g.axes:
             if a.blocks == 1 or a.tensor not in out:
@@ -120,8 +137,8 @@ def _dense(state: State, sym: Symmetry, tensors: Sequence[str]) -> State:
 
 
 class DenseState(dict):
-    """The tensors of one network that drive the match, as the float64 dense copies the
-    objective reads (`dense_state`). Passed as A to `weight_matching` or `align_state`, it is
+    """The tensors of one network that drive the match, as the dense copies the objective
+    reads (`dense_state`). Passed as A to `weight_matching` or `align_state`, it is
     used as is: one reference prepared once serves many alignments."""
 
 
@@ -138,11 +155,103 @@ def dense_state(state: Mapping[str, torch.Tensor], sym: Symmetry) -> DenseState:
 # ---------------------------------------------------------------- the objective and its costs
 
 
+@dataclass
+class _Term:
+    """One (pair, tensor, axis) of a unit group: its part A_axis B'_axis^T of the group's cost,
+    with B' = B with the other groups' permutations applied to the tensor's other axes."""
+
+    a: torch.Tensor  # A with the group's axis first (contiguous)
+    b: torch.Tensor  # B with the group's axis first (contiguous)
+    others: tuple[tuple[int, str], ...]  # (dimension of ``a`` and ``b``, group) of the other axes
+    cached: torch.Tensor | None = None  # the last part computed ...
+    key: tuple[torch.Tensor, ...] = ()  # ... and the other groups' permutations it used
+
+    def __post_init__(self) -> None:
+        width = self.a.shape[0]
+        # Row norms (permuting other axes keeps them) bound the rounding of a float32 entry:
+        # |fl(a_i . b_j) - a_i . b_j| <= rest * u * |a_i| |b_j| (u: the unit roundoff).
+        self.a_norms = torch.linalg.vector_norm(self.a.reshape(width, -1), dim=1).double()
+        self.b_norms = torch.linalg.vector_norm(self.b.reshape(width, -1), dim=1).double()
+
+    def error_bound(
+        self, rows: torch.Tensor, new: torch.Tensor, old: torch.Tensor, parts: int
+    ) -> float:
+        """A bound on the rounding of this part in the gain of moving ``rows`` from units
+        ``old`` of B to ``new``, read off a cost matrix that sums ``parts`` parts (each sum
+        adds u of the part; 1.01: the norms' own rounding). The corrections of a kept part
+        add rounding of the same order: `_Problem.gain` keeps a factor 2 over this bound."""
+        u = torch.finfo(self.a.dtype).eps / 2
+        near = self.b_norms[new] + self.b_norms[old]
+        return 1.01 * (self.a[0].numel() + parts) * u * float((self.a_norms[rows] * near).sum())
+
+    def part(self, perms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        key = tuple(perms[g] for _, g in self.others)
+        if self.cached is not None:
+            moved = [
+                i
+                for i, (old, new) in enumerate(zip(self.key, key, strict=True))
+                if old is not new and not torch.equal(old, new)
+            ]
+            if not moved:
+                return self.cached
+            if len(self.others) == 1 and self._correct(key[0]):
+                self.key = key
+                return self.cached
+        b = self.b
+        for dim, group in self.others:
+            b = b.index_select(dim, perms[group])
+        width = self.a.shape[0]
+        self.cached = self.a.reshape(width, -1) @ b.reshape(width, -1).T
+        self.key = key
+        return self.cached
+
+    def rows(self, perms: Mapping[str, torch.Tensor], rows: torch.Tensor, units: torch.Tensor):
+        """float64 sums of A[rows[r]] * B'[units[r]] over r: the exact part of J that these
+        (aligned unit, unit of B) pairs contribute through this tensor."""
+        b = self.b.index_select(0, units)
+        for dim, group in self.others:
+            b = b.index_select(dim, perms[group])
+        return torch.dot(self.a.index_select(0, rows).reshape(-1).double(), b.reshape(-1).double())
+
+    def _correct(self, perm: torch.Tensor) -> bool:
+        """Update the cached part in place when only a few of the other group's units moved:
+        B' changes in those slices only, so the part changes by A_s (B_new - B_old)_s^T over
+        them (a product as many times smaller as units stayed). False when too many moved."""
+        dim = self.others[0][0]
+        where = torch.nonzero(self.key[0] != perm)[:, 0]
+        if 2 * len(where) > len(perm):
+            return False
+        width = self.a.shape[0]
+        change = self.b.index_select(dim, perm[where]) - self.b.index_select(
+            dim, self.key[0][where]
+        )
+        left = self.a.index_select(dim, where)
+        self.cached.addmm_(left.reshape(width, -1), change.reshape(width, -1).T)
+        return True
+
+
 class _Problem:
+    """The objective J and each group's cost matrix: one product per tensor axis the group
+    owns, each kept with the permutations it was computed with and recomputed (or corrected)
+    only when one of them changed."""
+
     def __init__(self, sym: Symmetry, pairs: Sequence[tuple[State, State]]) -> None:
         self.sym = sym
         self.axes = _matched_axes(sym)
         self.pairs = [(dense_state(a, sym), dense_state(b, sym)) for a, b in pairs]
+        self.terms: dict[str, list[_Term]] = {g.name: [] for g in sym.groups}
+        self.neighbours: dict[str, set[str]] = {g.name: set() for g in sym.groups}
+        for a, b in self.pairs:
+            for name, axes in self.axes.items():
+                for axis, owner in axes:
+                    others = tuple((d + 1 if d < axis else d, g) for d, g in axes if g != owner)
+                    self.neighbours[owner].update(g for _, g in others)
+                    term = _Term(
+                        a[name].movedim(axis, 0).contiguous(),
+                        b[name].movedim(axis, 0).contiguous(),
+                        others,
+                    )
+                    self.terms[owner].append(term)
 
     def permuted(
         self, b: State, name: str, perms: Mapping[str, torch.Tensor], skip: str | None
@@ -154,9 +263,13 @@ class _Problem:
         return t
 
     def objective(self, perms: Mapping[str, torch.Tensor]) -> float:
+        """J(perms), accumulated in float64."""
         return float(
             sum(
-                (a[name] * self.permuted(b, name, perms, None)).sum()
+                torch.dot(
+                    a[name].reshape(-1).double(),
+                    self.permuted(b, name, perms, None).reshape(-1).double(),
+                )
                 for a, b in self.pairs
                 for name in self.axes
             )
@@ -164,21 +277,39 @@ class _Problem:
 
     def cost(self, group: UnitGroup, perms: Mapping[str, torch.Tensor]) -> np.ndarray:
         """C[i, j]: the objective's part linear in the group's permutation when unit i of
-        aligned B is unit j of B."""
-        c = torch.zeros(group.width, group.width, dtype=torch.float64)
-        for a, b in self.pairs:
-            for name, axes in self.axes.items():
-                for axis, owner in axes:
-                    if owner != group.name:
-                        continue
-                    left = a[name].movedim(axis, 0).reshape(group.width, -1)
-                    right = (
-                        self.permuted(b, name, perms, group.name)
-                        .movedim(axis, 0)
-                        .reshape(group.width, -1)
-                    )
-                    c += left @ right.T
-        return c.numpy()
+        aligned B is unit j of B (float64 for the assignment)."""
+        parts = [t.part(perms) for t in self.terms[group.name]]
+        if not parts:
+            return np.zeros((group.width, group.width))
+        total = parts[0].clone()
+        for part in parts[1:]:
+            total += part
+        return total.double().numpy()
+
+    def gain(
+        self,
+        group: UnitGroup,
+        perms: Mapping[str, torch.Tensor],
+        new: torch.Tensor,
+        cost: np.ndarray,
+    ) -> float:
+        """J(perms with the group's permutation ``new``) - J(perms): read off the float32
+        ``cost`` when it exceeds twice the bound on that matrix's rounding (it is then surely
+        a gain), else summed again in float64 over the rows that move, so that a change is
+        never accepted on rounding noise and the sweeps cannot cycle."""
+        old = perms[group.name]
+        rows = torch.nonzero(new != old)[:, 0]
+        if len(rows) == 0:
+            return 0.0
+        terms = self.terms[group.name]
+        index = rows.numpy()
+        approx = float(cost[index, new[rows].numpy()].sum() - cost[index, old[rows].numpy()].sum())
+        bound = sum(t.error_bound(rows, new[rows], old[rows], len(terms)) for t in terms)
+        if approx > 2 * bound:
+            return approx
+        return float(
+            sum(t.rows(perms, rows, new[rows]) - t.rows(perms, rows, old[rows]) for t in terms)
+        )
 
 
 def _assign(cost: np.ndarray) -> np.ndarray:
@@ -205,15 +336,14 @@ def _block_map(perm: torch.Tensor, group: UnitGroup) -> list[int]:
 def _update_group(
     problem: _Problem, group: UnitGroup, perms: dict[str, torch.Tensor]
 ) -> tuple[torch.Tensor, float]:
-    """The group's best permutation with the others fixed, and the objective's gain (J is
-    linear in it, so the gain is read off the cost matrix without re-evaluating J)."""
+    """The group's best permutation with the others fixed, and the objective's exact gain
+    (J is linear in it: only the rows that move count)."""
     cost = problem.cost(group, perms)
     if group.blocks == 1:
         new = torch.from_numpy(_assign(cost))
     else:
         new = _within_blocks(cost, group, _block_map(perms[group.name], group))
-    rows = np.arange(group.width)
-    return new, float(cost[rows, new.numpy()].sum() - cost[rows, perms[group.name].numpy()].sum())
+    return new, problem.gain(group, perms, new, cost)
 
 
 def _update_coupling(
@@ -254,7 +384,11 @@ def weight_matching(
 ) -> Alignment:
     """Permutations of B maximising sum over (A, B) in ``pairs`` of <A, P B> (see module doc).
     ``pairs`` holds one (A, B) pair of single-network state dicts, or several channels of
-    one alignment (e.g. (mean_A, mean_B) and (std_A, std_B))."""
+    one alignment (e.g. (mean_A, mean_B) and (std_A, std_B)).
+
+    A group (or coupling) is solved again only when a group sharing a tensor with it changed
+    since its last solve: otherwise its cost matrix is the same and its permutation still
+    the best, so skipping it changes nothing but the time."""
     if not pairs:
         raise ValueError("weight_matching needs at least one (A, B) pair of states")
     if max_sweeps < 1:
@@ -262,9 +396,19 @@ def weight_matching(
     problem = _Problem(
         sym.plain.sym, [(dense_state(a, sym), dense_state(b, sym)) for a, b in pairs]
     )
+    # A sweep's products: below SMALL_PROBLEM (an MLP's, OptuNet's) torch's second thread
+    # costs more in hand-offs than it gains; a ResNet's GEMMs use every thread.
+    work = sum(t.a.numel() * t.a.shape[0] for terms in problem.terms.values() for t in terms)
+    with torch_threads_for(work):
+        return _descend(problem, sym, max_sweeps)
+
+
+def _descend(problem: _Problem, sym: Symmetry, max_sweeps: int) -> Alignment:
+    """`weight_matching`'s coordinate descent on a prepared problem."""
     perms = {g.name: torch.arange(g.width) for g in sym.groups}
     before = current = problem.objective(perms)
     order = topological_group_order(problem.sym)
+    stale = {g.name for g in sym.groups}  # groups whose cost changed since their last solve
     converged, sweeps = False, 0
     for sweeps in range(1, max_sweeps + 1):  # noqa: B007 (the count is returned)
         changed, done = False, set()
@@ -274,6 +418,9 @@ def weight_matching(
             coupling = problem.sym.coupling_of(g.name)
             names = tuple(coupling) if coupling else (g.name,)
             done.update(names)
+            if stale.isdisjoint(names):
+                continue
+            stale.difference_update(names)
             trial = dict(perms)
             if coupling:
                 trial.update(_update_coupling(problem, coupling, perms))
@@ -282,6 +429,9 @@ def weight_matching(
                 trial[g.name], gain = _update_group(problem, g, perms)
                 value = current + gain
             if _improves(value, current):
+                for name in names:
+                    if not torch.equal(trial[name], perms[name]):
+                        stale.update(problem.neighbours[name])
                 perms, current, changed = trial, value, True
         if not changed:
             converged = True

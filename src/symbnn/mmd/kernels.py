@@ -8,9 +8,9 @@ laplace_0..laplace_9 (increasing bandwidth), then gaussian_0..gaussian_9.
 Kernels are evaluated as k - 1: unbiased MMD^2 does not change when a constant is subtracted
 from the kernel, and the shifted values stay small where wide bandwidths put k near 1 (where
 plain block sums of k lose the signal). Sums run in float64: on the CPU one numba pass
-over each distance matrix's upper triangle with a vectorised expm1 of its own (libm's exp is
-a scalar call and was most of the cost at small d); chunked torch ops on packed pairs on the
-GPU.
+over each distance matrix's upper triangle per bandwidth, with a vectorised expm1 of its own
+(libm's exp is a scalar call and was most of the cost at small d) summed as it goes; chunked
+torch ops on packed pairs on the GPU.
 """
 
 from __future__ import annotations
@@ -20,11 +20,18 @@ import math
 import numba
 import numpy as np
 import torch
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from symbnn.threads import numba_threads_for, torch_threads_for
 
 N_BANDWIDTHS = 10
 PAIR_CHUNK = 32768
+# Kernel values per matrix below which the CPU sums run on one thread. At the default sample
+# sizes (N = 1100: 6M values, about 5 ms of one core) a second thread lost more in wake-ups
+# than it gained on the shared 2-core machine: 30 ms against 16 ms (medians of 30, load 4).
+SERIAL_KERNEL_VALUES = 2**25
 KERNEL_NAMES = tuple(f"laplace_{i}" for i in range(N_BANDWIDTHS)) + tuple(
     f"gaussian_{i}" for i in range(N_BANDWIDTHS)
 )
@@ -70,80 +77,85 @@ _LOG2E = 1.4426950408889634
 # Taylor coefficients of 2^f - 1 = e^(f ln 2) - 1: (ln 2)^i / i! for i = 1 .. 13; with
 # |f| <= 1/2 the truncation is below 4e-18.
 _POW2M1 = np.array([math.log(2.0) ** i / math.factorial(i) for i in range(1, 14)])
-# Adding 1.5 * 2^52 rounds a float64 of magnitude < 2^51 to an integer (ties to even) and
-# leaves that integer in the low bits of the sum's mantissa.
-_ROUNDER = 6755399441055744.0
 # Below 2^-58 (e^-40), 2^y - 1 is -1 to well within a float64 ulp of 1.
 _EXP2_FLOOR = -58.0
 
 
-@numba.njit(fastmath={"contract", "nsz"}, cache=True)
-def _expm1_scaled(values, scale, out, scratch):
-    """out[j] = expm1(values[j] * scale) for products <= 0, in plain arithmetic so that LLVM
-    vectorises it (libm's exp is a scalar call). In base 2: y = values[j] * scale / ln 2 =
-    k + f with k an integer and |f| <= 1/2 (f exact), 2^f - 1 by its Taylor series, 2^k written
-    straight into a float64's exponent bits, then 2^k (2^f - 1) + (2^k - 1). Within a few ulp
-    of 1 (the rounding of y costs |y| 2^y ulp: below one); y < -58 gives -1 + O(1e-18).
-    ``scratch`` (as long as ``values``) holds the rounded exponents. Fused multiply-adds are
-    the cost: this form needs 16 per value. No reassociation allowed here: it would fold the
-    rounding trick away."""
-    bits = scratch.view(np.int64)
+@intrinsic
+def _double_of_bits(typingctx, bits):
+    """The float64 whose IEEE bits are an int64 (an LLVM bitcast, free in vector code)."""
+    if bits != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+@numba.njit(fastmath={"contract"}, error_model="numpy", cache=True)
+def _exp2m1(y):
+    """2^y - 1 for y <= 0, in plain arithmetic that vectorises (libm's exp is a scalar call):
+    y = k + f with k = rint(y) and |f| <= 1/2 (f exact), 2^f - 1 by its Taylor series, 2^k
+    written straight into a float64's exponent bits, then 2^k (2^f - 1) + (2^k - 1). Within a
+    few ulp of expm1(y ln 2); y < -58 gives -1 + O(1e-18). Its own function, compiled without
+    "reassoc": the caller's reassociation (which vectorises its sums) must not turn
+    2^k (2^f - 1) + (2^k - 1) into 2^k 2^f - 1, which loses every digit near 0."""
+    y = max(y, _EXP2_FLOOR)
+    k = np.rint(y)
+    f = y - k
+    p = 0.0
+    for i in range(_POW2M1.shape[0] - 1, -1, -1):  # Horner; unrolled by LLVM
+        p = p * f + _POW2M1[i]
+    two_k = _double_of_bits((np.int64(k) + 1023) << 52)
+    return two_k * (p * f) + (two_k - 1.0)
+
+
+@numba.njit(fastmath={"contract", "reassoc", "nsz"}, error_model="numpy", cache=True)
+def _expm1_sum(values, scale):
+    """sum_j expm1(values[j] * scale) for products <= 0, in one vectorised pass (reassociated
+    sum, so the order is fixed by the compiled code and repeatable)."""
     to_base2 = scale * _LOG2E
-    for j in range(values.shape[0]):
-        y = max(values[j] * to_base2, _EXP2_FLOOR)
-        shifted = y + _ROUNDER
-        f = y - (shifted - _ROUNDER)  # k = shifted - _ROUNDER = round(y): 0 .. -58
-        p = 0.0
-        for i in range(_POW2M1.shape[0] - 1, -1, -1):  # Horner; unrolled by LLVM
-            p = p * f + _POW2M1[i]
-        out[j] = p * f  # 2^f - 1
-        scratch[j] = shifted
-    for j in range(values.shape[0]):
-        # The low 11 bits of (2^51 + k) + 1023 are k + 1023: the biased exponent of 2^k.
-        bits[j] = ((bits[j] + 1023) & 0x7FF) << 52
-    for j in range(values.shape[0]):
-        two_k = scratch[j]
-        out[j] = two_k * out[j] + (two_k - 1.0)
-
-
-@numba.njit(fastmath={"reassoc", "nsz"}, cache=True)
-def _sum(values):
-    """Plain float64 sum, reassociation allowed so that it vectorises (a one-accumulator loop
-    is bound by the add latency); the order is fixed by the compiled code, so it is repeatable."""
     total = 0.0
     for j in range(values.shape[0]):
-        total += values[j]
+        total += _exp2m1(values[j] * to_base2)
     return total
 
 
-@numba.njit(parallel=True, fastmath={"contract", "nsz"}, cache=True)
+@numba.njit(error_model="numpy", cache=True)
+def _expm1_scaled(values, scale, out):
+    """out[j] = expm1(values[j] * scale) for products <= 0: `_expm1_sum`'s terms one by one
+    (for tests)."""
+    to_base2 = scale * _LOG2E
+    for j in range(values.shape[0]):
+        out[j] = _exp2m1(values[j] * to_base2)
+
+
+@numba.njit(parallel=True, cache=True)
 def _block_sums_cpu(dist, n, scales):
     """out[s, l] = sum of expm1(dist[i, j] * scales[l]) over the distinct pairs of segment s
     (X-X with i < j, Y-Y with i < j, all X-Y), read straight from the symmetric (N, N) matrix:
-    no packed copy, one pass over the upper triangle for all bandwidths. Rows are paired
-    (i, N - 1 - i) so that the two threads get equal work; partial sums per row in float64.
-    Rows are passed on as slices: a loop from a runtime start index would carry numba's
-    negative-index wraparound and not vectorise."""
+    no packed copy, no kernel values stored, one pass over the upper triangle per bandwidth.
+    Rows are paired (i, N - 1 - i) so that the two threads get equal work; partial sums per
+    row in float64. Rows are passed on as slices: a loop from a runtime start index would
+    carry numba's negative-index wraparound and not vectorise."""
     n_rows = dist.shape[0]
     n_scales = scales.shape[0]
     per_row = np.zeros((n_rows, 3, n_scales))
     for task in numba.prange((n_rows + 1) // 2):
-        buf = np.empty(n_rows)
-        scratch = np.empty(n_rows)
         first = np.int64(task)
         for side in range(2):
             i = first if side == 0 else n_rows - 1 - first
             if side == 1 and i == first:  # the middle row of an odd N: done once
                 continue
             start = i + 1
-            row, kernel, work = dist[i, start:], buf[start:], scratch[start:]
+            row = dist[i, start:]
             for l in range(n_scales):
-                _expm1_scaled(row, scales[l], kernel, work)
                 if i < n:
-                    per_row[i, 0, l] = _sum(kernel[: n - start])
-                    per_row[i, 2, l] = _sum(kernel[n - start :])
+                    per_row[i, 0, l] = _expm1_sum(row[: n - start], scales[l])
+                    per_row[i, 2, l] = _expm1_sum(row[n - start :], scales[l])
                 else:
-                    per_row[i, 1, l] = _sum(kernel)
+                    per_row[i, 1, l] = _expm1_sum(row, scales[l])
     return per_row.sum(axis=0)
 
 
@@ -179,7 +191,8 @@ def _mmd_values_numba(
     n_rows = l1.shape[0]
     out = []
     for dist, neg_inv in ((l1, neg_inv1), (l2sq, neg_inv2)):
-        with numba_threads_for(n_rows * (n_rows - 1) // 2 * len(neg_inv)):
+        values = n_rows * (n_rows - 1) // 2 * len(neg_inv)
+        with numba_threads_for(values if values >= SERIAL_KERNEL_VALUES else 0):
             sums = _block_sums_cpu(
                 np.ascontiguousarray(dist.double().numpy()), n, neg_inv.double().numpy()
             )
