@@ -64,7 +64,7 @@ rule mmd_method:
         slurm_partition=mmd_partition,
     params:
         # only the test settings: the Deep Ensembles check's member count is not one of them
-        pvalue=section_params("mmd", "pvalue"),
+        pvalue=section_params("mmd", "methods_tested"),
         seed=section_params("mmd", "seed"),
     message:
         "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} target posterior"

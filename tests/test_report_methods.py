@@ -365,3 +365,14 @@ def test_relabelling_test_holds_its_level_where_overlap_fools_the_naive_p_value(
         naive.append(stats.pearsonr(id_mi, ood[ia, ib]).pvalue < 0.05)
         relabelled.append(relabelling_test(id_mi, ia, ib, ood, 99, seed=seed) < 0.05)
     assert sum(relabelled) <= 3 and sum(naive) > sum(relabelled)
+
+
+def test_a_column_no_row_has_is_not_printed(tables):
+    mmd, metrics = tables
+    untested = mmd.with_columns(
+        pl.lit(None, pl.Float64).alias("mmd_reject_share"),
+        pl.lit(None, pl.Float64).alias("ns_mmd_reject_share"),
+    )
+    shown = table1_display(table1(unit_table(untested, metrics)))
+    assert not any(c.startswith(("MMD rej", "NS MMD rej")) for c in shown.columns)
+    assert "MMD rej (% of layers)" in table1_display(table1(unit_table(mmd, metrics))).columns
