@@ -169,13 +169,14 @@ IMAGE_SIZE = """new Promise(resolve => setTimeout(() => {
   if (!img) { resolve(-1); return; }
   img.decode().then(() => resolve(img.naturalWidth), () => resolve(0));
 }, 200))"""
-# click the first header with a direction mark (else the last) twice; that column's numbers
-# (first of each cell) after each click, and the header's sort state
+# in the page's first table: click the first header with a direction mark (else the last)
+# twice; that column's numbers (first of each cell) after each click, and the header's sort state
 SORT_TWICE = """(() => {
-  const heads = Array.from(document.querySelectorAll('th'));
+  const table = document.querySelector('table.symbnn');
+  const heads = Array.from(table.querySelectorAll('th'));
   const th = heads.find(h => /[\\u2193\\u2191]/.test(h.textContent)) || heads[heads.length - 1];
-  const column = heads.indexOf(th), numbers = () => Array.from(
-    document.querySelectorAll('tbody tr'), r => parseFloat(r.cells[column].textContent)
+  const column = th.cellIndex, numbers = () => Array.from(
+    table.querySelectorAll('tbody tr'), r => parseFloat(r.cells[column].textContent)
   ).filter(n => !isNaN(n));
   th.click(); const up = numbers(), first = th.getAttribute('aria-sort');
   th.click(); return [up, numbers(), first, th.getAttribute('aria-sort')];

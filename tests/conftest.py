@@ -142,7 +142,7 @@ def tiny_experiment(n_samples, shard_size=2):
 # The experiment-independent analyses (rules/analyses.smk) cut down to seconds, and switched off.
 TINY_ANALYSES = {
     "toy": {"n_networks": 200, "epochs": 2, "n_per_class": 50, "max_loss": 0.3, "check_inputs": 64},
-    "permutation_frequency": {"runs": 2, "every_k_steps": 25, "epochs": 2, "milestones": [1]},
+    "permutation_frequency": {"runs": 2, "every_k_steps": 25, "epochs": 2},
     "marginals": {"n_networks": 24, "hidden": [4, 4], "epochs": 2},
     "symmetrised_vi": {
         "hidden": 3,
