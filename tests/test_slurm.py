@@ -95,6 +95,13 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
     assert expected["fit"] == (5 * 10 + 1) + (5 * 10 + 1) + (4 * 10 + 1)
     assert planned["total"] == sum(count for rule, count in planned.items() if rule != "total")
     assert not (tmp_path / "results").exists()
+    # every job's line says where it goes: config.yaml's GPU partition for the training of a
+    # GPU experiment, the profile's default partition for a small rule
+    lines = result.stdout.splitlines()
+    train = next(line for line in lines if "shard 000 of cifar100-resnet18 [" in line)
+    assert train.endswith("GPUs: 1, partition gpu]"), train
+    gather = next(line for line in lines if "Gathering the cifar100-resnet18 shards" in line)
+    assert gather.endswith("no GPU, partition cpu]"), gather
 
 
 FAKE_SBATCH = """#!/bin/sh
