@@ -24,9 +24,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# A finished run is recorded in dvc.lock (dvc.mk's record), so that a plain `dvc push`
+# uploads it; a failure there leaves the results computed and says what to do.
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 	$(MAKE) --no-print-directory report
+	@$(MAKE) --no-print-directory record || echo "run: the results are computed; make push records and uploads them"
 
 # Snakemake's self-contained HTML report: tables, figures and a description of every rule.
 report: $(STAMP)

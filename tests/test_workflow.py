@@ -328,10 +328,20 @@ RERUNS = {
     "data_root": (lambda c: c.update(data_root="/elsewhere"), set(), set(), None),
     "key order": (_reorder_every_mapping, set(), set(), None),
     "compute": (_set("compute", "threads", 2), set(), set(), None),
-    "min_accuracy": (
+    # every network is kept before and after (accuracies about 0.6): the convergence tables
+    # and what reports the rule rerun, no fit (MC Dropout's and the BNN's own networks passed
+    # 0.05 at their first attempt), nothing that reads only the kept networks; the
+    # permutation frequency reads the threshold (it drops its own runs below it)
+    "min_accuracy, same networks kept": (
         _set("posterior", "min_accuracy", 0.05),
+        {"convergence", "pool_convergence", "posterior_tables", "permutation_frequency"},
+        TRAINING | {"fit", "sample", "mmd_method", "metrics", "method_tables", "accuracies"},
         None,
-        TRAINING,
+    ),
+    "marginals plot_units (figure only)": (
+        lambda c: c["analyses"]["marginals"].update(plot_units=2),
+        {"marginals_figure"},
+        {"marginals"},
         None,
     ),
     "swag scale (sampling only)": (
@@ -399,10 +409,40 @@ def test_config_edits_rerun_exactly_what_they_change(finished_run, tmp_path, nam
     if word:
         per_method = [path for rule, path in planned if rule != "method_tables"]
         assert per_method and all(word in path for path in per_method), per_method
-    if name == "min_accuracy":
-        assert {"convergence", "pool_convergence", "posterior_tables"} <= rules
     if name == "recipe lr":
         assert rules >= TRAINING
+
+
+def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run, tmp_path):
+    """A threshold between the accuracies of the first two pool networks: a mode whose pool
+    network changes is refitted by every method; MC Dropout and the BNN, which retry seeds
+    until their own network passes the threshold, refit a mode only where the new threshold
+    keeps another attempt (their fit files record each attempt's accuracy)."""
+    from symbnn.treefile import outline
+
+    results = finished_run / "results" / "tiny"
+    pool = pl.read_parquet(results / "modes" / "converged.parquet")
+    accuracy = pool["test_accuracy"].to_list()
+    assert accuracy[0] != accuracy[1], accuracy
+    threshold = (accuracy[0] + accuracy[1]) / 2
+    kept = [row for row, a in enumerate(accuracy) if a >= threshold]
+    changed = {k for k in (0, 1) if k >= len(kept) or kept[k] != k}
+    assert changed  # the lower of the two is dropped
+    expected = set()
+    for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
+        for mode in (0, 1):
+            fit = f"results/tiny/methods/{method}/fits/{mode:03d}.safetensors"
+            refit = mode in changed
+            if method in ("dropout", "bnn") and not refit:
+                (tried,) = [f["attempts"] for f in outline(finished_run / fit)["fits"]]
+                refit = tried[-1] < threshold  # the kept attempt fails the new threshold
+            if refit:
+                expected.add(fit)
+    expected.add("results/tiny/methods/de/fits/000.safetensors")  # its members are modes 0..3
+    planned = _plan(finished_run, tmp_path, _set("posterior", "min_accuracy", threshold))
+    fits = {path for rule, path in planned if rule == "fit"}
+    assert fits == expected, (threshold, accuracy, sorted(fits))
+    assert not {rule for rule, _ in planned} & TRAINING
 
 
 def test_documented_result_commands_run(finished_run):
