@@ -50,14 +50,7 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
-from symbnn.methods.base import (
-    Fitted,
-    Mode,
-    Problem,
-    generator,
-    retried,
-    train_until_converged,
-)
+from symbnn.methods.base import Fitted, Mode, Problem, generator, retried, train_until_converged
 from symbnn.settings import Bnn
 from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module

@@ -35,14 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from symbnn.methods.base import (
-    Fitted,
-    Mode,
-    Problem,
-    generator,
-    retried,
-    train_until_converged,
-)
+from symbnn.methods.base import Fitted, Mode, Problem, generator, retried, train_until_converged
 from symbnn.settings import Dropout
 from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
