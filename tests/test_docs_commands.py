@@ -62,6 +62,7 @@ def runner_of(command):
         ("make", r"(\w+=\S+ )?make \w"),
         ("dvc-remote", r"\.venv/bin/dvc remote (add|modify) --local "),
         ("dvc-pull", r"\.venv/bin/dvc pull$"),
+        ("dvc-push", r"\.venv/bin/dvc push$"),
         ("pip", r"\.venv/bin/pip install [\w-]+$"),
         ("pytest", r"\.venv/bin/python -m pytest "),
         ("git", r"git (clone|add) "),
@@ -242,6 +243,15 @@ def test_documented_dvc_remote_commands_configure_the_remote(dvc_checkout):
 def test_documented_dvc_pull_runs(command, dvc_checkout):
     """As typed, in a checkout with nothing recorded yet; tests/test_dvc.py pulls real
     results with the same command (`plain_pulled`)."""
+    (dvc_checkout / "dvc.yaml").write_text("stages: {}\n")
+    result = run([sys.executable, "-m", "dvc", *shlex.split(command)[1:]], cwd=dvc_checkout)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", commands_of("dvc-push"))
+def test_documented_dvc_push_runs(command, dvc_checkout):
+    """As typed, in a checkout with nothing recorded yet; tests/test_dvc.py pushes the results
+    a run recorded with the same command."""
     (dvc_checkout / "dvc.yaml").write_text("stages: {}\n")
     result = run([sys.executable, "-m", "dvc", *shlex.split(command)[1:]], cwd=dvc_checkout)
     assert result.returncode == 0, result.stdout + result.stderr

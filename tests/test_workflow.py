@@ -273,6 +273,7 @@ def test_report_holds_every_table_and_figure(finished_run):
         results / "analyses" / "report" / n for n in shared
     ]:
         assert base64.b64encode(path.read_bytes()).decode() in html, path.name
+    assert "System Message" not in html  # no docutils complaint under a caption
     for caption in (
         "Table 1 of the paper for experiment tiny",
         "Functional collapse in tiny",
@@ -482,3 +483,39 @@ def test_report_renders_in_a_headless_browser(finished_run, tmp_path):
     names = sorted(seen["categories"])  # the report's menu lists them sorted
     assert [name.split()[0] for name in names] == [str(i) for i in range(1, len(names) + 1)]
     assert len(seen["entries"]) >= 20 and len(list(tmp_path.glob("*.png"))) > len(names)
+
+
+def test_make_screenshots_pictures_the_report_at_1400_px(finished_run, tmp_path):
+    """`make screenshots` (symbnn.report.screenshots): the first page and Table 1, 1,400 px
+    wide, as the README shows them; and at that width Table 1 on the first page needs no
+    scrolling sideways (before, it sat in a 512-px column beside the rule graph)."""
+    import struct
+    import subprocess
+    import sys
+
+    from chromium import Browser, chromium_or_skip
+
+    chromium_or_skip()
+    report = finished_run / "results" / "report.html"
+    if not report.exists():
+        snakemake(finished_run, "--report", "results/report.html")
+    result = subprocess.run(
+        [sys.executable, "-m", "symbnn.report.screenshots", str(report), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    for name in ("report_front_page.png", "report_table1.png"):
+        header = (tmp_path / name).read_bytes()[:24]
+        width, height = struct.unpack(">II", header[16:24])  # the PNG's IHDR
+        assert header[:8] == b"\x89PNG\r\n\x1a\n" and width == 1400 and height >= 600, name
+    browser = Browser(chromium_or_skip(), tmp_path / "profile")
+    try:
+        browser.open(report.resolve().as_uri())
+        box = browser.evaluate(
+            "(() => { const t = document.querySelector('table.symbnn').parentElement;"
+            " return [t.scrollWidth, t.clientWidth]; })()"
+        )
+    finally:
+        browser.close()
+    assert box[0] <= box[1], f"Table 1 scrolls sideways: {box}"

@@ -88,6 +88,7 @@ TABLE_STYLE = (
     "table.symbnn th{background:#f3f3f3;cursor:pointer}"
     "table.symbnn td.best{background:#eaf5ea}"
     "table.symbnn td:first-child,table.symbnn td:nth-child(2){text-align:left}"
+    "table.symbnn td:first-child{white-space:nowrap}"
     ".legend{font-family:sans-serif;font-size:12px;color:#555}"
     "h3.symbnn{font-family:sans-serif;font-size:15px;margin:18px 0 6px}"
 )
