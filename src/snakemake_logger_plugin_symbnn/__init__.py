@@ -141,8 +141,16 @@ class LogHandler(LogHandlerBase):
         self.running = RunningJobs()
         self.started = time.monotonic()
         if self.live:
-            from snakemake_logger_plugin_rich import LogHandler as RichHandler
-
+            try:
+                from snakemake_logger_plugin_rich import LogHandler as RichHandler
+            except ImportError:  # an install older than the dependency: the plain log
+                print(
+                    "symbnn: snakemake-logger-plugin-rich is not installed, so no live view "
+                    "(make install adds it)",
+                    file=stream,
+                )
+                self.live = False
+        if self.live:
             self.inner = RichHandler(self.common_settings, None)
             self.inner.live_display.update(RunView(self.inner, self.running, self.started))
         else:
