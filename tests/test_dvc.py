@@ -342,7 +342,7 @@ def test_reordering_config_keys_reruns_nothing(origin):
 def test_editing_one_experiment_on_a_clone_reruns_its_chain(pulled, chain):
     """`make pull` recorded Snakemake's provenance, so a clone sees edits as the origin does."""
     try:
-        edit_config(pulled, lambda c: c["experiments"]["tiny-b"]["recipe"].update(epochs=2))
+        edit_config(pulled, lambda c: c["experiments"]["tiny-b"]["recipe"].update(epochs=3))
         assert planned_jobs(pulled) == chain["tiny-b"]
         result = make(
             pulled, "adopt", check=False
