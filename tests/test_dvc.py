@@ -22,7 +22,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import NO_ANALYSES, TINY_ANALYSES, stop_process, tiny_experiment, workflow_config
+from conftest import (
+    NO_ANALYSES,
+    TINY_ANALYSES,
+    stop_process,
+    tiny_experiment,
+    user_shell_env,
+    workflow_config,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -45,15 +52,7 @@ PROJECT_FILES = [
     ".dvc/.gitignore",
     ".gitignore",
 ]
-ENV = {
-    **os.environ,
-    "DVC_NO_ANALYTICS": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
-ENV.pop("DVC_REMOTE", None)
+ENV = user_shell_env()
 EXPERIMENTS = ("tiny-a", "tiny-b")
 
 
