@@ -61,7 +61,8 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 from torch.nn import functional as F
 
-from symbnn.symmetry.structure import INCOMING_ROLES, Axis, ScaleGroup, Symmetry, UnitGroup
+from symbnn.symmetry.groups import INCOMING_ROLES, Axis, ScaleGroup, UnitGroup
+from symbnn.symmetry.structure import Symmetry
 
 # ------------------------------------------------------------------------- operation tables
 
