@@ -65,7 +65,7 @@ class Symmetry:
     couplings: tuple[tuple[str, ...], ...] = ()
     output_bias: str | None = None  # b <- b + c 1 keeps the softmax; None: no such bias
     mass_tensors: tuple[str, ...] = ()
-    # (module, reason) for what a derived structure could not prove symmetric (derive.py)
+    # (module, reason) for what a derived structure could not prove symmetric (`symbnn.symmetry.derive`)
     limits: tuple[tuple[str, str], ...] = ()
     # W <- W + 1 v^T (one vector added to every row) keeps the softmax; None: no such weight
     output_weight: str | None = None
