@@ -80,11 +80,14 @@ def train_until_converged(
     seed: int,
     train: Callable[[int], Any],
     accuracy: Callable[[Any], float],
+    record: list[float] | None = None,
 ) -> tuple[Any, int, float]:
     """``train(seed')`` for seed' = the mode's seed, then fresh derived seeds, until the
     trained object's test ``accuracy`` reaches the target's threshold (at most
     ``problem.retries`` retries); returns (trained, seed used, accuracy). Raises when no
-    attempt converges; without test data, the first attempt is kept unchecked."""
+    attempt converges; without test data, the first attempt is kept unchecked. Each attempt's
+    accuracy is appended to `record` (the workflow tells from them whether another threshold
+    would keep another attempt: `symbnn.acceptance.retry_threshold`)."""
     tried = []
     retries = problem.retries
     for attempt in range(retries + 1):
@@ -94,6 +97,8 @@ def train_until_converged(
             return trained, used, float("nan")
         score = accuracy(trained)
         tried.append(f"{used}: {score:.3f}")
+        if record is not None:
+            record.append(float(score))
         if score >= problem.min_accuracy:
             return trained, used, score
     raise RuntimeError(
@@ -101,6 +106,12 @@ def train_until_converged(
         f"{problem.min_accuracy} in {retries + 1} attempts (seed: accuracy {', '.join(tried)}); "
         "raise methods.retries or check the method's settings"
     )
+
+
+def retried(problem: Problem, attempts: list[float]) -> dict[str, Any]:
+    """What a fit that retried seeds keeps of its retries: each attempt's accuracy and the
+    threshold it had to reach (`symbnn.acceptance.retry_threshold` reads them back)."""
+    return {"attempts": list(attempts), "threshold": float(problem.min_accuracy)}
 
 
 def concat_states(blocks: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

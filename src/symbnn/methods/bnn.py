@@ -50,7 +50,7 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
-from symbnn.methods.base import Fitted, Mode, Problem, generator, train_until_converged
+from symbnn.methods.base import Fitted, Mode, Problem, generator, retried, train_until_converged
 from symbnn.methods.interface import Method
 from symbnn.settings import Bnn
 from symbnn.train.evaluate import accuracy
@@ -260,10 +260,15 @@ def mean_accuracy(bnn: MeanFieldBNN, test: ImageData, device: str) -> float:
 
 
 def train_converged_bnn(
-    problem: Problem, seed: int, settings: Bnn, what: str = "bnn"
+    problem: Problem,
+    seed: int,
+    settings: Bnn,
+    what: str = "bnn",
+    record: list[float] | None = None,
 ) -> tuple[MeanFieldBNN, int, float]:
     """(q, seed used, test accuracy at q's means): Bayes by backprop from ``seed``, then from
-    fresh derived seeds while the means miss the target's convergence threshold."""
+    fresh derived seeds while the means miss the target's convergence threshold (each
+    attempt's accuracy appended to `record`)."""
     settings.recipe.apply(problem.recipe)  # fail before training
     return train_until_converged(
         what,
@@ -271,6 +276,7 @@ def train_converged_bnn(
         seed,
         lambda s: train_bnn(problem, s, settings),
         lambda q: mean_accuracy(q, problem.test, problem.device),
+        record,
     )
 
 
@@ -288,13 +294,15 @@ class BayesByBackprop(Method):
         """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
         network at q's means reaches the target's convergence threshold: its means, rhos and
         the network's buffers."""
-        bnn, used, score = train_converged_bnn(problem, mode.seed, settings)
+        attempts: list[float] = []
+        bnn, used, score = train_converged_bnn(problem, mode.seed, settings, record=attempts)
         return {
             "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
             "mu": [m.detach().cpu() for m in bnn.mu],
             "rho": [r.detach().cpu() for r in bnn.rho],
             "train_seed": used,
             "test_accuracy": score,
+            **retried(problem, attempts),
         }
 
     def draw(

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from symbnn.methods.base import Fitted, Mode, Problem, generator, train_until_converged
+from symbnn.methods.base import Fitted, Mode, Problem, generator, retried, train_until_converged
 from symbnn.methods.interface import Method
 from symbnn.settings import Dropout
 from symbnn.train.evaluate import accuracy
@@ -144,15 +144,22 @@ class McDropout(Method):
         until the network (dropout off) reaches the target's convergence threshold: its
         weights."""
         dropout_layers(problem.build(), settings.layers)  # validate before training
+        attempts: list[float] = []
         model, used, score = train_until_converged(
             "dropout",
             problem,
             mode.seed,
             lambda s: train_with_dropout(problem, s, settings.rate, settings.layers),
             lambda m: accuracy(m, problem.test, problem.device),
+            attempts,
         )
         state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
-        return {"state": state, "train_seed": used, "test_accuracy": score}
+        return {
+            "state": state,
+            "train_seed": used,
+            "test_accuracy": score,
+            **retried(problem, attempts),
+        }
 
     def draw(
         self, problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
