@@ -34,7 +34,6 @@ Vocabulary:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -266,10 +265,3 @@ def topological_group_order(sym: Symmetry) -> list[UnitGroup]:
         if coupling and coupling[0] != g.name:
             deps[g.name].add(coupling[0])
     return [sym.group(n) for n in _toposort(names, deps, "unit-group")]
-
-
-def axes_of(sym: Symmetry, tensor: str) -> Iterable[tuple[UnitGroup, Axis]]:
-    for g in sym.groups:
-        for a in g.axes:
-            if a.tensor == tensor:
-                yield g, a
