@@ -11,7 +11,7 @@ REPORT ?= results/report.html
 # pip on this project's machines prints a warning per missing local index entry: hide them.
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: run test install report clean-results screenshots
+.PHONY: run test test-fast install report clean-results screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ report: $(STAMP)
 # processes one after another, so a second file fills the idle core (`pytest -q` alone also works).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# The unit tests only: the end-to-end workflow runs (marked slow) left out.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 clean-results:
 	rm -rf results .snakemake

@@ -9,7 +9,7 @@ import symbnn.jobenv
 import symbnn.pulled
 import symbnn.report.front_page
 import symbnn.settings
-import symbnn.store_upgrade
+import symbnn.store.upgrade
 
 min_version("9.0")
 
@@ -62,6 +62,6 @@ symbnn.pulled.adopt_pulled_results(workflow, [f"{RESULTS}/{name}" for name in RU
 
 # stores of the format before the digest stop the run, naming the command that upgrades them:
 # Snakemake reruns nothing after a library-only change (docs/stores.md)
-symbnn.store_upgrade.refuse_old_stores_at_start(
+symbnn.store.upgrade.refuse_old_stores_at_start(
     workflow, [f"{RESULTS}/{name}" for name in RUN] + [ANALYSES]
 )

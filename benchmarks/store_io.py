@@ -43,8 +43,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from symbnn import store as store_module  # noqa: E402
 from symbnn.store import StoreWriter, open_store  # noqa: E402
+from symbnn.store import writer as store_module  # noqa: E402
 
 TARGET_OVERHEAD = 0.10  # the issue's bound on the checksums' cost
 
@@ -238,7 +238,7 @@ def table(rows: dict[str, Pairs]) -> str:
 def crc_rates() -> str:
     """CRC-32C's own speed here, on a buffer that fits in the CPU's caches and on one that does
     not: the second bounds how fast any check of freshly read chunks can go."""
-    from symbnn.chunk_checksums import checksum
+    from symbnn.store.chunk_checksums import checksum
 
     rates = []
     for megabytes, passes in ((2, 200), (512, 3)):

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from symbnn import store as store_module  # noqa: E402
 from symbnn.store import StoreWriter, open_store, read_group_meta  # noqa: E402
-from symbnn.store_digest import MANIFEST  # noqa: E402
+from symbnn.store.digest import MANIFEST  # noqa: E402
 
 
 def shapes_of(spec: dict) -> dict[str, tuple[tuple[int, ...], np.dtype]]:

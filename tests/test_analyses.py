@@ -5,6 +5,7 @@ import polars as pl
 import pytest
 import torch
 from scipy.stats import kendalltau
+from symmetry_checks import outputs
 from torch.nn import functional as F
 
 from symbnn.analyses import marginals as mg
@@ -17,7 +18,7 @@ from symbnn.analyses.stacked_mlp import (
 )
 from symbnn.settings import Marginals, PermutationFrequency, Recipe, Toy, config_from_mapping
 from symbnn.symmetry import apply_permutations, unit_groups
-from symbnn.symmetry.testing import outputs, random_state
+from symbnn.symmetry.testing import random_state
 from symbnn.train.batches import batch_bounds, epoch_orders
 from symbnn.train.mlp_stacked import stacked_forward
 from symbnn.train.seeding import build_seeded_model, seed_generator

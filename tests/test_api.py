@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from symmetry_checks import outputs, random_module_state, relative_difference
 from torch import nn
 from torch.nn import functional as F
 
@@ -13,12 +14,7 @@ from symbnn import api
 from symbnn.models import build_model
 from symbnn.symmetry import canonicalize, structure_differences, total_symmetries, unit_groups
 from symbnn.symmetry.minmass import min_mass
-from symbnn.symmetry.testing import (
-    outputs,
-    random_module_state,
-    random_state,
-    relative_difference,
-)
+from symbnn.symmetry.testing import random_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import zarr.storage
 
-import symbnn.store
+import symbnn.store.writer
 from symbnn.store import StoreWriter, open_store
 
 SHAPES = {"conv": (300, 64, 3, 3), "vector": (40_000,), "bias": (17,)}
@@ -36,7 +36,7 @@ def write(path, data, batches, expected, open_it=True):
     ids=["ragged", "one", "aligned", "single-rows", "two"],
 )
 def test_rows_come_back_as_appended(tmp_path, monkeypatch, batches):
-    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)  # a flush per append
+    monkeypatch.setattr(symbnn.store.writer, "WRITE_BUFFER_BYTES", 1)  # a flush per append
     n = sum(batches)
     data = rows(n)
     store = write(tmp_path / "s.zarr", data, batches, expected=n)
@@ -50,7 +50,7 @@ def test_rows_come_back_as_appended(tmp_path, monkeypatch, batches):
 
 
 def test_bands_are_never_read_back_while_writing(tmp_path, monkeypatch):
-    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)
+    monkeypatch.setattr(symbnn.store.writer, "WRITE_BUFFER_BYTES", 1)
     chunk_reads = []
     get = zarr.storage.LocalStore.get
 
@@ -66,7 +66,7 @@ def test_bands_are_never_read_back_while_writing(tmp_path, monkeypatch):
 
 
 def test_a_failed_build_leaves_no_store_and_no_spill(tmp_path, monkeypatch):
-    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)
+    monkeypatch.setattr(symbnn.store.writer, "WRITE_BUFFER_BYTES", 1)
     data = rows(30)
     with pytest.raises(RuntimeError, match="stop"):
         with StoreWriter(tmp_path / "s.zarr", {"experiment": "t"}, expected_samples=100) as w:
@@ -78,7 +78,7 @@ def test_a_failed_build_leaves_no_store_and_no_spill(tmp_path, monkeypatch):
 def test_chunk_files_are_those_zarr_writes(tmp_path, monkeypatch):
     """Byte for byte: the chunk files written band by band (edge column and the zero-padded
     last band included) are those Zarr writes for the same array in one go."""
-    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)
+    monkeypatch.setattr(symbnn.store.writer, "WRITE_BUFFER_BYTES", 1)
     data = rows(150)
     write(tmp_path / "s.zarr", data, [7, 13, 64, 1, 65], expected=150)
     ours = tmp_path / "s.zarr" / "state" / "conv"
@@ -116,10 +116,10 @@ def test_only_plain_bytes_are_written_band_by_band(tmp_path, monkeypatch, compre
         from zarr.codecs import ZstdCodec
 
         compressors = (ZstdCodec(),)
-    monkeypatch.setattr(symbnn.store, "WRITE_BUFFER_BYTES", 1)
-    monkeypatch.setattr(symbnn.store, "CHECKSUM_CODECS", compressors)
+    monkeypatch.setattr(symbnn.store.writer, "WRITE_BUFFER_BYTES", 1)
+    monkeypatch.setattr(symbnn.store.writer, "CHECKSUM_CODECS", compressors)
     # a manifest records checksums, which these layouts do not have
-    monkeypatch.setattr(symbnn.store, "seal", lambda *args: None)
+    monkeypatch.setattr(symbnn.store.writer, "seal", lambda *args: None)
     data = rows(70)
     # (the store's attributes promise checksums: read the array with Zarr alone)
     write(tmp_path / "s.zarr", data, [30, 40], expected=70, open_it=False)

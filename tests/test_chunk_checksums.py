@@ -6,8 +6,8 @@ import pytest
 import zarr
 from zarr.codecs import Crc32cCodec
 
-from symbnn import chunk_checksums
-from symbnn.chunk_checksums import BackgroundCrc32c, checks_in_background
+from symbnn.store import chunk_checksums
+from symbnn.store.chunk_checksums import BackgroundCrc32c, checks_in_background
 
 
 def write(path, codec, values):

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import user_shell_env
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -209,7 +210,7 @@ def test_documented_make_command_dry_runs(command):
     """`make -n`: the target exists and its recipe expands (nothing is executed)."""
     for part in command.split("&&"):
         argv = shlex.split(part)
-        env = dict(os.environ)
+        env = user_shell_env()  # as typed in a shell, whatever make ran the tests
         while "=" in argv[0]:  # VAR=value make ...
             key, value = argv.pop(0).split("=", 1)
             env[key] = value
@@ -326,6 +327,7 @@ RUN_ELSEWHERE = {
     "run": "hours of training: tests/test_workflow.py runs the workflow on a tiny config, "
     "tests/test_console.py on a terminal",
     "test": "the whole suite, which this test is part of",
+    "test-fast": "the unit tests, which this test is part of",
     "install": "builds .venv with torch (minutes, network): a fresh machine's `make test` runs it",
     "push": "tests/test_dvc.py, to a local remote and to moto's S3 on 127.0.0.1",
     "pull": "tests/test_dvc.py, on fresh clones and from a missing remote",

@@ -3,12 +3,12 @@
 import pytest
 import torch
 import yaml
+from symmetry_checks import random_module_state, relative_difference
 
 from symbnn import api, trust
 from symbnn.models import build_model
 from symbnn.settings import ConfigError, ImportedModel, config_from_mapping
 from symbnn.symmetry import unit_groups
-from symbnn.symmetry.testing import random_module_state, relative_difference
 
 USER_MODEL = {
     "name": "user_models:SmallCNN",

@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from symmetry_checks import outputs, relative_difference
 
 from symbnn.cli import main as cli_main
 from symbnn.models import build_model
@@ -21,7 +22,7 @@ from symbnn.symmetry import (
 from symbnn.symmetry.mass import mass_problem
 from symbnn.symmetry.minmass import min_mass, minmass_table
 from symbnn.symmetry.minmass_fast import solve_fast
-from symbnn.symmetry.testing import outputs, random_state, relative_difference
+from symbnn.symmetry.testing import random_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

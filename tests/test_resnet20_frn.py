@@ -4,6 +4,7 @@ networks): permutation symmetries only, and every symmetry stage handles that.""
 import numpy as np
 import pytest
 import torch
+from symmetry_checks import outputs, relative_difference
 from torch.nn import functional as F
 
 from symbnn.alignment.matching import align_state
@@ -16,7 +17,7 @@ from symbnn.symmetry.canonical_store import canonicalize_store
 from symbnn.symmetry.counting import total_symmetries
 from symbnn.symmetry.minmass import NOTHING_TO_RESCALE, min_mass, minmass_table
 from symbnn.symmetry.operators import apply_permutations, random_permutations
-from symbnn.symmetry.testing import outputs, random_state, relative_difference
+from symbnn.symmetry.testing import random_state
 
 RESNET20 = {"name": "resnet20_frn_silu", "num_classes": 10}
 

@@ -19,7 +19,7 @@ from symbnn import trust
 from symbnn.models import build_model
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.store import StoreError, StoreWriter, allow_unverified, open_store, seal
-from symbnn.store_upgrade import refuse_old_stores, stores_to_upgrade, upgrade
+from symbnn.store.upgrade import refuse_old_stores, stores_to_upgrade, upgrade
 
 ARCH = {"name": "optunet"}
 PWNED = {"name": "os:system", "options": {"command": "touch PWNED"}}

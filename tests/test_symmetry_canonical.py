@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import pytest
 import torch
+from symmetry_checks import outputs, relative_difference
 
 from symbnn.cli import main as cli_main
 from symbnn.models import build_model
@@ -22,7 +23,7 @@ from symbnn.symmetry import (
     unit_groups,
 )
 from symbnn.symmetry.canonical_store import canonicalize_store
-from symbnn.symmetry.testing import outputs, random_state, relative_difference
+from symbnn.symmetry.testing import random_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 import torchvision
+from symmetry_checks import random_module_state, relative_difference, small_vgg11_bn
 from torch import nn
 
 from symbnn import api
@@ -25,7 +26,6 @@ from symbnn.symmetry import (
     unit_groups,
 )
 from symbnn.symmetry.derive import default_input
-from symbnn.symmetry.testing import random_module_state, relative_difference, small_vgg11_bn
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

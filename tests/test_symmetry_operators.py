@@ -4,6 +4,7 @@ import functools
 
 import pytest
 import torch
+from symmetry_checks import outputs, relative_difference
 
 from symbnn.models import build_model
 from symbnn.symmetry import (
@@ -20,7 +21,7 @@ from symbnn.symmetry import (
     shift_softmax,
     unit_groups,
 )
-from symbnn.symmetry.testing import outputs, random_state, relative_difference
+from symbnn.symmetry.testing import random_state
 
 # (spec, input shape of one example, networks per draw): ResNet-18 in float64 on 8x8 inputs.
 

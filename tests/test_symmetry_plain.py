@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision
+from symmetry_checks import random_module_state, relative_difference, small_vgg11_bn
 
 from symbnn import api
 from symbnn.alignment.matching import align_state, dense_state
@@ -16,7 +17,6 @@ from symbnn.store import open_store, write_store
 from symbnn.symmetry import apply_scales, canonicalize, centre_softmax, random_scales, symmetry_of
 from symbnn.symmetry.canonical_store import canonicalize_store
 from symbnn.symmetry.minmass import min_mass, minmass_table
-from symbnn.symmetry.testing import random_module_state, relative_difference, small_vgg11_bn
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

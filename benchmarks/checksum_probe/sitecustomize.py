@@ -56,14 +56,23 @@ def patch_checksums(module) -> None:
     codec._decode_sync = timed("decode_s", codec._decode_sync)
 
 
-def patch_store(module) -> None:
+# Each function is patched in the module that defines it, right after that module has run:
+# the modules that import it later get the timed one.
+def patch_checks(module) -> None:
     module.check_chunks_present = timed("listing_s", module.check_chunks_present)
     # the digest: its check on open, the manifest and digest written at the end of a write
     module.check_digest = timed("digest_s", module.check_digest)
+
+
+def patch_staging(module) -> None:
     module.seal = timed("seal_s", module.seal)
 
 
-PATCHES = {"symbnn.chunk_checksums": patch_checksums, "symbnn.store": patch_store}
+PATCHES = {
+    "symbnn.store.chunk_checksums": patch_checksums,
+    "symbnn.store.checks": patch_checks,
+    "symbnn.store.staging": patch_staging,
+}
 
 
 class PatchOnImport(importlib.abc.MetaPathFinder):

@@ -15,10 +15,6 @@ from symbnn.atomic import atomic_write
 from symbnn.checkpoints.safetensors_io import serialise
 
 
-def bundle_name(setting: str, first: int, count: int) -> str:
-    return f"{setting}-{first}-{first + count - 1}"
-
-
 def as_released(state: Mapping[str, object]) -> dict[str, np.ndarray]:
     """A state_dict (torch or numpy) as the release stores it: floats in float16."""
     out = {}

@@ -10,6 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -66,10 +67,6 @@ def import_checkpoints(
     bundles = find_bundles(source)
     stop = None if count is None else first + count
     attrs = {"experiment": experiment or f"imported-{setting}", **(attrs or {})}
-    batch = Batch(DTYPES[dtype])
-    name_map: NameMap | None = None
-    indices: set[int] = set()
-    source_dtypes: set[str] = set()  # the float dtypes the files hold (float16 as released)
     started = time.perf_counter()
     with StoreWriter(
         out,
@@ -78,54 +75,80 @@ def import_checkpoints(
         expected_samples=count or _announced(bundles, first),
         overwrite=overwrite,
     ) as writer:
-        for network in iter_networks(bundles, first, stop):
-            if network.index in indices:
-                raise CheckpointError(
-                    f"{network.source}: a second network with release index {network.index} "
-                    "(do two bundles overlap?)"
-                )
-            indices.add(network.index)
-            tensors = parse(network.data, network.source)
-            if name_map is None:
-                name_map = NameMap.build(chosen, chosen.resolve(tensors, network.source))
-            source_dtypes.update(str(v.dtype) for v in tensors.values() if v.dtype.kind == "f")
-            batch.add(
-                network.index,
-                network.source,
-                name_map.convert(tensors, network.source, batch.dtype),
-            )
-            # a large network goes alone, as a view: stacking would copy its bytes once more
-            if batch.nbytes >= BATCH_BYTES or batch.nbytes >= LARGE_NETWORK_BYTES * batch.rows:
-                writer.append(*_annotated(batch, name_map, annotate))
-        if batch.rows:
-            writer.append(*_annotated(batch, name_map, annotate))
-        _check_complete(source, indices, first, count)
+        networks = iter_networks(bundles, first, stop)
+        read = _write_networks(writer, networks, chosen, DTYPES[dtype], annotate)
+        _check_complete(source, read.indices, first, count)
         writer.attrs.update(
             {
-                "architecture": name_map.architecture,
-                "source": {
-                    "kind": "checkpoints",
-                    "setting": setting,
-                    "hub_repository": HUB_REPOSITORY,
-                    "bundles": [bundle.label for bundle in bundles],
-                    "first": min(indices),
-                    "count": len(indices),
-                    "source_dtype": ",".join(sorted(source_dtypes)),
-                    "stored_dtype": dtype,
-                    "conversion": _conversion(source_dtypes, dtype),
-                },
+                "architecture": read.name_map.architecture,
+                "source": _source_attrs(setting, bundles, read, dtype),
             }
         )
     seconds = time.perf_counter() - started
     LOG.info(
         "imported %d %s networks into %s in %.1f s (%.0f networks/s)",
-        len(indices),
+        len(read.indices),
         setting,
         out,
         seconds,
-        len(indices) / max(seconds, 1e-9),
+        len(read.indices) / max(seconds, 1e-9),
     )
     return open_store(out)
+
+
+@dataclass
+class _Read:
+    """What the networks of an import were: their names' mapping, release indices and the
+    float dtypes their files hold (float16 as released)."""
+
+    name_map: NameMap | None = None
+    indices: set[int] = field(default_factory=set)
+    source_dtypes: set[str] = field(default_factory=set)
+
+
+def _write_networks(writer: StoreWriter, networks, chosen, dtype: type, annotate) -> _Read:
+    """Convert each network to the store's names and ``dtype`` and hand them to ``writer`` in
+    batches of bounded size."""
+    read = _Read()
+    batch = Batch(dtype)
+    for network in networks:
+        if network.index in read.indices:
+            raise CheckpointError(
+                f"{network.source}: a second network with release index {network.index} "
+                "(do two bundles overlap?)"
+            )
+        read.indices.add(network.index)
+        tensors = parse(network.data, network.source)
+        if read.name_map is None:
+            read.name_map = NameMap.build(chosen, chosen.resolve(tensors, network.source))
+        read.source_dtypes.update(str(v.dtype) for v in tensors.values() if v.dtype.kind == "f")
+        batch.add(
+            network.index,
+            network.source,
+            read.name_map.convert(tensors, network.source, batch.dtype),
+        )
+        # a large network goes alone, as a view: stacking would copy its bytes once more
+        if batch.nbytes >= BATCH_BYTES or batch.nbytes >= LARGE_NETWORK_BYTES * batch.rows:
+            writer.append(*_annotated(batch, read.name_map, annotate))
+    if batch.rows:
+        writer.append(*_annotated(batch, read.name_map, annotate))
+    return read
+
+
+def _source_attrs(setting: str, bundles, read: _Read, dtype: str) -> dict[str, Any]:
+    """The store's ``source`` attribute: where its networks came from and how they were
+    converted."""
+    return {
+        "kind": "checkpoints",
+        "setting": setting,
+        "hub_repository": HUB_REPOSITORY,
+        "bundles": [bundle.label for bundle in bundles],
+        "first": min(read.indices),
+        "count": len(read.indices),
+        "source_dtype": ",".join(sorted(read.source_dtypes)),
+        "stored_dtype": dtype,
+        "conversion": _conversion(read.source_dtypes, dtype),
+    }
 
 
 def _conversion(source_dtypes: set[str], dtype: str) -> str:

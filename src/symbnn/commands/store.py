@@ -48,7 +48,7 @@ def _validate(args) -> int:
 
 
 def _upgrade(args) -> int:
-    from symbnn.store_upgrade import stores_to_upgrade, upgrade
+    from symbnn.store.upgrade import stores_to_upgrade, upgrade
 
     paths: list[Path] = []
     for given in map(Path, args.paths):

@@ -133,14 +133,6 @@ class SwagMoments:
         moments._dev.copy_(deviations)
         return moments
 
-    def covariance(self, scale: float = 1.0) -> torch.Tensor:
-        """The dense (dim, dim) covariance the sampler draws from (for small dim / tests)."""
-        cov = torch.diag(self.diag_var)
-        d = self.deviations.to(torch.float64)
-        if d.shape[1] >= 2:
-            cov = cov + d @ d.t() / (d.shape[1] - 1)
-        return scale * cov
-
     def sample(
         self, n: int, gen: torch.Generator | None = None, scale: float = 1.0
     ) -> torch.Tensor:

@@ -192,17 +192,7 @@ def layerwise_mmd(
     """
     device = resolve_device(device)  # once: "auto" logs its choice, every layer then reuses it
     target, method = open_store(target_path), open_store(method_path)
-    canonical = [store_kind(s) == CANONICAL_KIND for s in (target, method)]
-    if canonical[0] != canonical[1]:
-        raise MMDInputError(
-            f"one store is canonical and the other is not: {target.path} has kind "
-            f"{store_kind(target)!r}, {method.path} has kind {store_kind(method)!r}"
-        )
-    if expect_canonical and not canonical[0]:
-        raise MMDInputError(
-            f"canonical stores expected (attrs kind == {CANONICAL_KIND!r}); {target.path} has "
-            f"kind {store_kind(target)!r}"
-        )
+    canonical = _both_canonical(target, method, expect_canonical)
     target_rows = _as_rows(target_rows, target, "target")
     method_rows = _as_rows(method_rows, method, "method")
     n, m = len(_row_indices(target_rows, target)), len(_row_indices(method_rows, method))
@@ -219,53 +209,97 @@ def layerwise_mmd(
     chosen = _as_layers(layers, target)
     _check_layers(chosen, target, method)
 
-    rows = []
-    for layer, entries in chosen.items():
-        start = time.perf_counter()
-        acc = PooledDistances(n + m, device)
-        for name in entries:
-            for block in pooled_blocks(target, method, name, target_rows, method_rows, max_bytes):
-                acc.add(block)
-        l1, l2sq = acc.result()
-        result = mmd_from_distances(
-            l1,
-            l2sq,
-            n,
-            n_params=acc.n_columns,
+    rows = [
+        _layer_row(
+            layer,
+            entries,
+            (target, method),
+            (target_rows, method_rows),
+            device=device,
+            max_bytes=max_bytes,
             pvalue=pvalue,
             seed=seed,
             config=config,
-            where=f"layer {layer!r} of {target.path} vs {method.path}: ",
         )
-        rows.append(
-            {
-                "layer": layer,
-                "entries": entries,
-                "n_params": result.n_params,
-                "n_target": n,
-                "n_method": m,
-                "mmd_median": result.median,
-                "mmd_mean": result.mean,
-                "mmd_max": result.max,
-                "mmd_values": result.values.tolist(),
-                "bandwidths": result.bandwidths.tolist(),
-                "p_value": result.test.p_value if result.test else None,
-                "reject": result.test.reject if result.test else None,
-            }
-        )
-        log.info(
-            "layer %s: %d params, median MMD^2 %.3g, %.2f s",
-            layer,
-            result.n_params,
-            result.median,
-            time.perf_counter() - start,
-        )
+        for layer, entries in chosen.items()
+    ]
     per_layer = pl.DataFrame(rows, schema=per_layer_schema())
-    summary = network_summary(per_layer, canonical=canonical[0])
+    summary = network_summary(per_layer, canonical=canonical)
     summary.update({"target": str(target.path), "method": str(method.path), "seed": seed})
     if pvalue:
         summary.update({"alpha": config.alpha, "b1": config.b1, "b2": config.b2, "b3": config.b3})
     return per_layer, summary
+
+
+def _both_canonical(target: Store, method: Store, expect_canonical: bool) -> bool:
+    """Whether the stores are canonical: both or neither (and both when expected)."""
+    canonical = [store_kind(s) == CANONICAL_KIND for s in (target, method)]
+    if canonical[0] != canonical[1]:
+        raise MMDInputError(
+            f"one store is canonical and the other is not: {target.path} has kind "
+            f"{store_kind(target)!r}, {method.path} has kind {store_kind(method)!r}"
+        )
+    if expect_canonical and not canonical[0]:
+        raise MMDInputError(
+            f"canonical stores expected (attrs kind == {CANONICAL_KIND!r}); {target.path} has "
+            f"kind {store_kind(target)!r}"
+        )
+    return canonical[0]
+
+
+def _layer_row(
+    layer: str,
+    entries: list[str],
+    stores: tuple[Store, Store],
+    rows: tuple[Any, Any],
+    *,
+    device: str,
+    max_bytes: int,
+    pvalue: bool,
+    seed: int,
+    config: AggTestConfig,
+) -> dict[str, Any]:
+    """One layer's row of the per-layer table (`per_layer_schema`): its entries' pooled
+    distances streamed block by block, then the MMD of the twenty kernels."""
+    (target, method), (target_rows, method_rows) = stores, rows
+    n, m = len(_row_indices(target_rows, target)), len(_row_indices(method_rows, method))
+    start = time.perf_counter()
+    acc = PooledDistances(n + m, device)
+    for name in entries:
+        for block in pooled_blocks(target, method, name, target_rows, method_rows, max_bytes):
+            acc.add(block)
+    l1, l2sq = acc.result()
+    result = mmd_from_distances(
+        l1,
+        l2sq,
+        n,
+        n_params=acc.n_columns,
+        pvalue=pvalue,
+        seed=seed,
+        config=config,
+        where=f"layer {layer!r} of {target.path} vs {method.path}: ",
+    )
+    log.info(
+        "layer %s: %d params, median MMD^2 %.3g, %.2f s",
+        layer,
+        result.n_params,
+        result.median,
+        time.perf_counter() - start,
+    )
+    return {
+        "layer": layer,
+        "entries": entries,
+        "n_params": result.n_params,
+        "n_target": n,
+        "n_method": m,
+        "mmd_median": result.median,
+        "mmd_mean": result.mean,
+        "mmd_max": result.max,
+        "mmd_values": result.values.tolist(),
+        "bandwidths": result.bandwidths.tolist(),
+        "p_value": result.test.p_value if result.test else None,
+        "reject": result.test.reject if result.test else None,
+    }
 
 
 def per_layer_schema() -> dict[str, pl.DataType]:

@@ -8,6 +8,7 @@ their traced graph (`symbnn.symmetry.derive`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
@@ -131,26 +132,47 @@ def _conv_bn(
     return row, ScaleGroup(conv, absorbed, absorbed_by_bn=True), affine
 
 
+@dataclass
+class _Stream:
+    """The channels of one residual stream: the convs whose outputs join its sum (``pre``:
+    their scales, absorbed by BatchNorm), the BatchNorm affines that carry its scale, and the
+    weights that read it (``consumers``)."""
+
+    name: str
+    width: int
+    key: Axis
+    pre: list[ScaleGroup]
+    affine: list[Axis]
+    consumers: list[Axis] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, name: str, width: int, conv: str, bn: str, model_bn, has_bias: bool):
+        key, pre, affine = _conv_bn(conv, bn, model_bn, has_bias)
+        return cls(name, width, key, [pre], list(affine))
+
+    def group(self) -> UnitGroup:
+        post = ScaleGroup(self.name, (*self.affine, *self.consumers))
+        axes = tuple(a for s in self.pre for a in s.axes) + post.axes
+        return UnitGroup(self.name, self.width, axes, (*self.pre, post), self.key)
+
+
+def _inner_group(p: str, block) -> UnitGroup:
+    """The inner channels of a BasicBlock: conv1 -> bn1 -> relu -> conv2."""
+    row1, pre1, affine1 = _conv_bn(
+        f"{p}.conv1", f"{p}.bn1", block.bn1, block.conv1.bias is not None
+    )
+    post1 = ScaleGroup(p, (*affine1, Axis(f"{p}.conv2.weight", 1, "out")))
+    return UnitGroup(p, block.conv1.out_channels, (*pre1.axes, *post1.axes), (pre1, post1), row1)
+
+
 def _resnet(model, architecture, shapes) -> Symmetry:
     from torchvision.models.resnet import BasicBlock
 
     groups: list[UnitGroup] = []
     mass = ["conv1.weight", "bn1.weight"]
-
-    def close_stream(name, width, key, pre, affine, consumers):
-        post = ScaleGroup(name, (*affine, *consumers))
-        axes = tuple(a for s in pre for a in s.axes) + post.axes
-        groups.append(UnitGroup(name, width, axes, (*pre, post), key))
-
-    key, pre0, affine0 = _conv_bn("conv1", "bn1", model.bn1, model.conv1.bias is not None)
-    stream = {
-        "name": "layer1",
-        "width": model.conv1.out_channels,
-        "key": key,
-        "pre": [pre0],
-        "affine": list(affine0),
-        "consumers": [],
-    }
+    stream = _Stream.start(
+        "layer1", model.conv1.out_channels, "conv1", "bn1", model.bn1, model.conv1.bias is not None
+    )
     inner: list[UnitGroup] = []
     for stage in range(1, 5):
         for b, block in enumerate(getattr(model, f"layer{stage}")):
@@ -161,64 +183,33 @@ def _resnet(model, architecture, shapes) -> Symmetry:
             p = f"layer{stage}.{b}"
             if block.downsample is not None:
                 # A projection shortcut ends the residual stream: a new channel group starts.
-                ds_key, ds_pre, ds_affine = _conv_bn(
+                stream.consumers += [
+                    Axis(f"{p}.conv1.weight", 1, "out"),
+                    Axis(f"{p}.downsample.0.weight", 1, "out"),
+                ]
+                groups += [stream.group(), *inner]
+                inner = []
+                stream = _Stream.start(
+                    f"layer{stage}",
+                    block.conv2.out_channels,
                     f"{p}.downsample.0",
                     f"{p}.downsample.1",
                     block.downsample[1],
                     block.downsample[0].bias is not None,
                 )
-                stream["consumers"] += [
-                    Axis(f"{p}.conv1.weight", 1, "out"),
-                    Axis(f"{p}.downsample.0.weight", 1, "out"),
-                ]
-                close_stream(
-                    stream["name"],
-                    stream["width"],
-                    stream["key"],
-                    stream["pre"],
-                    stream["affine"],
-                    stream["consumers"],
-                )
-                groups.extend(inner)
-                inner = []
-                stream = {
-                    "name": f"layer{stage}",
-                    "width": block.conv2.out_channels,
-                    "key": ds_key,
-                    "pre": [ds_pre],
-                    "affine": list(ds_affine),
-                    "consumers": [],
-                }
                 mass += [f"{p}.downsample.0.weight", f"{p}.downsample.1.weight"]
             else:
-                stream["consumers"].append(Axis(f"{p}.conv1.weight", 1, "out"))
-            # Inner channels: conv1 -> bn1 -> relu -> conv2.
-            row1, pre1, affine1 = _conv_bn(
-                f"{p}.conv1", f"{p}.bn1", block.bn1, block.conv1.bias is not None
-            )
-            post1 = ScaleGroup(p, (*affine1, Axis(f"{p}.conv2.weight", 1, "out")))
-            inner.append(
-                UnitGroup(
-                    p, block.conv1.out_channels, (*pre1.axes, *post1.axes), (pre1, post1), row1
-                )
-            )
+                stream.consumers.append(Axis(f"{p}.conv1.weight", 1, "out"))
+            inner.append(_inner_group(p, block))
             # conv2 -> bn2 joins the residual sum: its channels are the stream's.
             _, pre2, affine2 = _conv_bn(
                 f"{p}.conv2", f"{p}.bn2", block.bn2, block.conv2.bias is not None
             )
-            stream["pre"].append(pre2)
-            stream["affine"] += list(affine2)
+            stream.pre.append(pre2)
+            stream.affine += list(affine2)
             mass += [f"{p}.conv1.weight", f"{p}.bn1.weight", f"{p}.conv2.weight", f"{p}.bn2.weight"]
-    stream["consumers"].append(Axis("fc.weight", 1, "out"))
-    close_stream(
-        stream["name"],
-        stream["width"],
-        stream["key"],
-        stream["pre"],
-        stream["affine"],
-        stream["consumers"],
-    )
-    groups.extend(inner)
+    stream.consumers.append(Axis("fc.weight", 1, "out"))
+    groups += [stream.group(), *inner]
     mass.append("fc.weight")
     return Symmetry(
         architecture,

@@ -26,10 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
-from symbnn.symmetry.structure import Axis, ScaleGroup, Symmetry, UnitGroup
+from symbnn.symmetry.groups import Axis, ScaleGroup, UnitGroup
+
+if TYPE_CHECKING:  # a Symmetry makes its plain view: the view builds one by `replace`
+    from symbnn.symmetry.structure import Symmetry
 
 
 @dataclass(frozen=True)
@@ -113,14 +117,11 @@ class PlainView:
         mass = []
         for name in src.mass_tensors:
             mass += [p.name for p in self.cuts[name][1]] if name in self.cuts else [name]
-        return Symmetry(
-            src.architecture,
-            tuple(groups),
-            shapes,
-            couplings=src.couplings,
-            output_bias=src.output_bias,
+        return replace(
+            src,
+            groups=tuple(groups),
+            shapes=shapes,
             mass_tensors=tuple(mass),
-            limits=src.limits,
             output_weight=None if src.output_weight in self.cuts else src.output_weight,
         )
 

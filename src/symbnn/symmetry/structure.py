@@ -34,76 +34,24 @@ Vocabulary:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-# Exponent of the unit's scale applied to each role (bn_var is special: s^2 (var + eps) - eps,
-# exact in eval mode because BatchNorm divides by sqrt(var + eps)).
-ROLE_POWER = {
-    "in": 1,  # rows of a conv/linear weight: the unit's incoming weights
-    "bias": 1,  # the unit's bias
-    "out": -1,  # columns of the next conv/linear weight: the unit's outgoing weights
-    "bn_weight": 1,  # BatchNorm gamma (the incoming weight of a BatchNorm output unit)
-    "bn_bias": 1,  # BatchNorm beta
-    "bn_mean": 1,  # BatchNorm running_mean
-    "bn_var": 2,  # BatchNorm running_var (eps-exact, see above)
-}
-INCOMING_ROLES = ("in", "bn_weight")
+from symbnn.symmetry.groups import INCOMING_ROLES, ROLE_POWER, Axis, ScaleGroup, UnitGroup
+from symbnn.symmetry.plain import PlainView
 
-
-@dataclass(frozen=True)
-class Axis:
-    tensor: str
-    axis: int  # axis of the unbatched tensor
-    role: str
-    blocks: int = 1  # > 1: an "out" axis of a grouped conv, indexed within the row's block
-    eps: float = 0.0  # BatchNorm eps, for role "bn_var"
-    offset: int | None = None  # None: the whole axis; else the group's slice starts here
-    inner: int = 1  # consecutive entries per unit (a flattened C x H x W map: H * W)
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLE_POWER:
-            raise ValueError(
-                f"unknown role {self.role!r} for {self.tensor} (known: {sorted(ROLE_POWER)})"
-            )
-        if self.blocks > 1 and (self.role != "out" or self.axis != 1):
-            raise ValueError(f"{self.tensor}: only axis 1 with role 'out' can be block-local")
-        if self.inner < 1 or (self.offset is not None and self.offset < 0):
-            raise ValueError(f"{self.tensor}: bad slice (offset {self.offset}, inner {self.inner})")
-        if self.blocks > 1 and not self.is_plain:
-            raise ValueError(f"{self.tensor}: a block-local axis cannot also be sliced")
-
-    @property
-    def is_plain(self) -> bool:
-        """The group owns the whole axis, one entry per unit."""
-        return self.offset is None and self.inner == 1
-
-
-@dataclass(frozen=True)
-class ScaleGroup:
-    name: str
-    axes: tuple[Axis, ...]
-    absorbed_by_bn: bool = False  # conv output channel feeding BatchNorm (no ReLU involved)
-
-    @property
-    def incoming(self) -> tuple[Axis, ...]:
-        return tuple(a for a in self.axes if a.role in INCOMING_ROLES)
-
-
-@dataclass(frozen=True)
-class UnitGroup:
-    name: str
-    width: int
-    axes: tuple[Axis, ...]
-    scales: tuple[ScaleGroup, ...]
-    key: Axis  # incoming weight whose rows give the sorting key
-    blocks: int = 1
-
-    @property
-    def block_width(self) -> int:
-        return self.width // self.blocks
+__all__ = [
+    "INCOMING_ROLES",
+    "ROLE_POWER",
+    "Axis",
+    "ScaleGroup",
+    "Symmetry",
+    "UnitGroup",
+    "topological_group_order",
+    "topological_scale_order",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -116,7 +64,7 @@ class Symmetry:
     couplings: tuple[tuple[str, ...], ...] = ()
     output_bias: str | None = None  # b <- b + c 1 keeps the softmax; None: no such bias
     mass_tensors: tuple[str, ...] = ()
-    # (module, reason) for what a derived structure could not prove symmetric (derive.py)
+    # (module, reason) for what a derived structure could not prove symmetric (`symbnn.symmetry.derive`)
     limits: tuple[tuple[str, str], ...] = ()
     # W <- W + 1 v^T (one vector added to every row) keeps the softmax; None: no such weight
     output_weight: str | None = None
@@ -130,11 +78,9 @@ class Symmetry:
         return all(a.is_plain for g in self.groups for a in g.axes)
 
     @cached_property
-    def plain(self):
+    def plain(self) -> PlainView:
         """The plain view (`symbnn.symmetry.plain.PlainView`): this structure over a state whose
         sliced tensors are cut into one entry per slice, with ``split`` and ``join``."""
-        from symbnn.symmetry.plain import PlainView
-
         return PlainView(self)
 
     def group(self, name: str) -> UnitGroup:
@@ -319,10 +265,3 @@ def topological_group_order(sym: Symmetry) -> list[UnitGroup]:
         if coupling and coupling[0] != g.name:
             deps[g.name].add(coupling[0])
     return [sym.group(n) for n in _toposort(names, deps, "unit-group")]
-
-
-def axes_of(sym: Symmetry, tensor: str) -> Iterable[tuple[UnitGroup, Axis]]:
-    for g in sym.groups:
-        for a in g.axes:
-            if a.tensor == tensor:
-                yield g, a

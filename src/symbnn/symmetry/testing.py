@@ -1,4 +1,5 @@
-"""Random networks and function evaluation for property tests and benchmarks.
+"""Random networks for property tests and benchmarks (the tests' own helpers, e.g. the
+networks' outputs, are in tests/symmetry_checks.py).
 
 Random states keep the model's own initialisation for conv/linear weights (so deep networks
 keep outputs of order one) and draw every BatchNorm tensor at random, so that symmetry tests
@@ -7,7 +8,6 @@ exercise gamma, beta and the running statistics rather than their trivial defaul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -27,26 +27,16 @@ def random_state(
     finally:
         torch.random.set_rng_state(torch_state)
     return {
-        name: _randomised(
+        name: randomised(
             name, torch.stack([d[name] for d in dicts]), first.dim(), g, dtype, bias_std
         )
         for name, first in dicts[0].items()
     }
 
 
-def random_module_state(
-    model: torch.nn.Module, seed: int = 0, dtype=torch.float64, bias_std: float = 0.1
-) -> dict[str, torch.Tensor]:
-    """One network's state for any module (`random_state`'s recipe): the module's own
-    conv/linear weights, every bias and BatchNorm tensor drawn at random."""
-    g = torch.Generator().manual_seed(seed)
-    return {
-        name: _randomised(name, t.detach().clone(), t.dim(), g, dtype, bias_std)
-        for name, t in model.state_dict().items()
-    }
-
-
-def _randomised(name, t, dim, g, dtype, bias_std) -> torch.Tensor:
+def randomised(name, t, dim, g, dtype, bias_std) -> torch.Tensor:
+    """The tensor ``name`` of the recipe above (``dim``: its dimension in one network): conv
+    and linear weights kept, biases, running statistics and BatchNorm gammas drawn."""
     if not t.is_floating_point():
         return t
     shape = t.shape
@@ -58,41 +48,3 @@ def _randomised(name, t, dim, g, dtype, bias_std) -> torch.Tensor:
         sign = torch.where(torch.rand(shape, generator=g) < 0.2, -1.0, 1.0).to(dtype)
         t = sign * (0.5 + torch.rand(shape, generator=g, dtype=dtype))
     return t.to(dtype)
-
-
-def small_vgg11_bn(num_classes: int = 10, width: int = 64) -> torch.nn.Module:
-    """torchvision's VGG11-bn with its classifier narrowed from 4096 to ``width`` units: the
-    same layers, BatchNorms and 7 x 7 flatten into the first linear layer (a sliced,
-    non-plain structure), 1.6 million classifier weights instead of 120 million, so that
-    tests on it run in seconds."""
-    from torch import nn
-    from torchvision.models import vgg11_bn
-
-    model = vgg11_bn(weights=None, num_classes=num_classes)
-    flat = model.classifier[0].in_features
-    model.classifier[0] = nn.Linear(flat, width)
-    model.classifier[3] = nn.Linear(width, width)
-    model.classifier[6] = nn.Linear(width, num_classes)
-    return model
-
-
-def outputs(
-    spec_or_model: dict[str, Any] | torch.nn.Module,
-    state: Mapping[str, torch.Tensor],
-    x: torch.Tensor,
-) -> torch.Tensor:
-    """Eval-mode outputs (n, batch, classes) of each network of a stacked state on inputs x."""
-    model = build_model(spec_or_model) if isinstance(spec_or_model, dict) else spec_or_model
-    model = model.to(x.dtype).eval()
-    n = next(iter(state.values())).shape[0]
-    results = []
-    with torch.no_grad():
-        for i in range(n):
-            model.load_state_dict({k: v[i] for k, v in state.items()})
-            results.append(model(x))
-    return torch.stack(results)
-
-
-def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| / max |a|, the function-preservation measure of docs/maths.md, section 1."""
-    return float((a - b).abs().max() / a.abs().max().clamp_min(torch.finfo(a.dtype).tiny))

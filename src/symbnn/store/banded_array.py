@@ -25,7 +25,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec
 
-from symbnn import chunk_checksums
+from symbnn.store import chunk_checksums
 
 
 def checksummed(array: zarr.Array) -> bool | None:

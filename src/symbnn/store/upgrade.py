@@ -43,7 +43,7 @@ from symbnn.store import (
     seal,
     staged_folder,
 )
-from symbnn.store_digest import DIGEST, MANIFEST, changes, parse_manifest
+from symbnn.store.digest import DIGEST, MANIFEST, changes, parse_manifest
 
 TIMESTAMP = ".snakemake_timestamp"  # Snakemake's record of a folder output's age: kept
 COMMAND = "make upgrade-stores"
