@@ -11,7 +11,7 @@ REPORT ?= results/report.html
 # pip on this project's machines prints a warning per missing local index entry: hide them.
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: run test install report clean-results
+.PHONY: run test install report clean-results screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,9 +24,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# A finished run is recorded in dvc.lock (dvc.mk's record), so that a plain `dvc push`
+# uploads it; a failure there leaves the results computed and says what to do.
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 	$(MAKE) --no-print-directory report
+	@$(MAKE) --no-print-directory record || echo "run: the results are computed; make push records and uploads them"
 
 # Snakemake's self-contained HTML report: tables, figures and a description of every rule.
 report: $(STAMP)
@@ -42,3 +45,8 @@ clean-results:
 	rm -rf results .snakemake
 
 include dvc.mk
+
+# Pictures of the report for the README (docs/img/): its first page and Table 1 at 1,400 px, in
+# headless Chromium (Debian: apt-get install -y chromium).
+screenshots: $(STAMP)
+	$(BIN)/python -m symbnn.report.screenshots $(REPORT) docs/img

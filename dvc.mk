@@ -1,5 +1,9 @@
 # Results under DVC (docs/dvc.md). Included by the Makefile; also usable as `make -f dvc.mk`.
 #
+#   make record                    after a run (`make run` ends with it): unless Snakemake has
+#                                  jobs left, record every result's hash in dvc.lock, so that a
+#                                  plain `dvc push` uploads them and `dvc status -c` lists what
+#                                  the remote lacks
 #   make push                      after a run: refuse unless Snakemake has nothing left to do,
 #                                  record every result's hash in dvc.lock, upload to the remote;
 #                                  then `git add dvc.lock && git commit`. If the upload fails,
@@ -35,7 +39,7 @@ DVC_SNAKEMAKE = $(DVC_PY) -m snakemake
 DVC_EXP_CONFIG = $(if $(EXP),--config 'run=["$(EXP)"]')
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: push pull pull-experiment adopt verify dvc-remote upgrade-stores
+.PHONY: record push pull pull-experiment adopt verify dvc-remote upgrade-stores
 
 # Point the remote named `results` at $(DVC_REMOTE), in .dvc/config.local (not in git).
 define dvc_use_remote
@@ -85,6 +89,22 @@ mark_adopted()
 endef
 export DVC_PUSH
 
+# `dvc commit` of every stage, timed; the results are Snakemake's own here, so nothing is left
+# for the Snakefile to adopt (symbnn.pulled).
+define DVC_RECORD
+import subprocess, sys, time
+start = time.monotonic()
+run = subprocess.run([sys.executable, "-m", "dvc", "commit", "--force", "--quiet"])
+if run.returncode:
+    sys.exit("record: `dvc commit` failed (above): dvc.lock does not record these results; "
+             "make push records and uploads them")
+from symbnn.pulled import mark_adopted
+mark_adopted()
+print(f"record: dvc.lock records the results ({time.monotonic() - start:.1f} s): `dvc push` "
+      "uploads them, `dvc status -c` lists what the remote lacks; commit dvc.lock after the push")
+endef
+export DVC_RECORD
+
 # `dvc pull` (through DVC_CLI), quiet; when it fails, say which remote it tried and what to do.
 # After it, the next Snakemake run adopts the restored results (src/symbnn/pulled.py).
 define DVC_PULL
@@ -109,6 +129,31 @@ sys.exit(f"pull: could not download the results dvc.lock records from {where}.\n
          "      remote: make dvc-remote DVC_REMOTE=PATH_OR_URL, or DVC_REMOTE=... make pull")
 endef
 export DVC_PULL
+
+# What `make pull-experiment EXP=NAME` can pull: an experiment under `run:` (dvc.yaml has a
+# stage for those only) whose results dvc.lock records; else say so instead of DVC's error.
+define DVC_EXPERIMENT_GUARD
+import sys
+from pathlib import Path
+import yaml
+from symbnn.pulled import LockError, locked_outputs
+name = sys.argv[1]
+config = yaml.safe_load(Path("config.yaml").read_text()) or {}
+run = config.get("run") or []
+if name not in run:
+    sys.exit(f"pull-experiment: {name} is not under run: in config.yaml (run: {', '.join(run)}); "
+             "dvc.yaml versions the experiments of run: only: add it there, as on the machine "
+             "that ran it, then pull")
+folder = f"{config.get('results', 'results')}/{name}"
+try:
+    locked = locked_outputs() if Path("dvc.lock").is_file() else {}
+except LockError as exc:
+    sys.exit(f"pull-experiment: {exc}")
+if folder not in locked:
+    sys.exit(f"pull-experiment: dvc.lock records no results of {name}: on the machine that ran "
+             "it, make run && make push, then commit dvc.lock and pull it here (git pull)")
+endef
+export DVC_EXPERIMENT_GUARD
 
 # Refuse to adopt results whose experiment settings (config.yaml) differ from those dvc.lock
 # recorded for them; FORCE=1 adopts anyway. Changed code is only reported.
@@ -267,6 +312,14 @@ dvc-remote:
 	@test -n "$(DVC_REMOTE)" || { echo "usage: make dvc-remote DVC_REMOTE=/path/or/url"; exit 2; }
 	$(dvc_use_remote)
 
+record: $(DVC_STAMP)
+	@test -d .dvc || { echo "record: no DVC repository here (.dvc): nothing recorded"; exit 0; }; \
+	out=$$($(DVC_SNAKEMAKE) --dry-run 2>&1) || { printf '%s\n' "$$out"; exit 1; }; \
+	case "$$out" in *"Nothing to be done"*) ;; *) \
+	  echo "record: Snakemake has jobs left to run (snakemake -n lists them): dvc.lock left as it was"; \
+	  exit 0;; esac; \
+	$(DVC_PY) -c "$$DVC_RECORD"
+
 push: $(DVC_STAMP)
 	@out=$$($(DVC_SNAKEMAKE) --dry-run 2>&1) || { printf '%s\n' "$$out"; exit 1; }; \
 	case "$$out" in *"Nothing to be done"*) ;; *) printf '%s\n' "$$out"; \
@@ -289,6 +342,7 @@ pull: $(DVC_STAMP)
 
 pull-experiment: $(DVC_STAMP)
 	@test -n "$(EXP)" || { echo "usage: make pull-experiment EXP=NAME [CHECKPOINTS='posterior ...']"; exit 2; }
+	@$(DVC_PY) -c "$$DVC_EXPERIMENT_GUARD" '$(EXP)'
 	@# with the experiment's logs and benchmarks (small): `make adopt` would otherwise write
 	@# empty logs in their place, which DVC then sees as changed results
 	$(DVC_CALL) pull $(foreach part,$(CHECKPOINTS) logs benchmarks,$(DVC_RESULTS)/$(EXP)/$(part))

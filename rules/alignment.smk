@@ -7,7 +7,8 @@
 rule alignment_barrier:
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
-        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
     output:
         curves=f"{RESULTS}/{{experiment}}/alignment/curves.parquet",
         pairs=f"{RESULTS}/{{experiment}}/alignment/pairs.parquet",
@@ -40,6 +41,8 @@ rule alignment_barrier:
         cpus_per_gpu=cpus_per_gpu,
         slurm_partition=train_partition,
     params:
+        # the kept target networks: an acceptance rule keeping the same ones reruns nothing
+        kept=kept_target_rows,
         alignment=alignment_params,
     message:
         "Aligning pairs of {wildcards.experiment} target networks and measuring the barriers between them"

@@ -7,6 +7,7 @@
 
 import dataclasses
 import functools
+import os
 import re
 
 import symbnn.analyses.plan
@@ -150,6 +151,9 @@ def all_targets():
             f"{RESULTS}/{experiment}/report/minmass_summary.md",
             f"{RESULTS}/{experiment}/report/collapse.png",
             f"{RESULTS}/{experiment}/report/symmetry_counts.md",
+            # always on disk, so that the planning applies the acceptance rule to them (a
+            # job whose checkpoint input is missing would not be checked at all)
+            f"{RESULTS}/{experiment}/{TARGET}_accuracies.parquet",
         ]
         posterior = EXPERIMENTS[experiment].posterior
         if posterior.plateau_seeds is not None and posterior.source == "train":
@@ -158,6 +162,7 @@ def all_targets():
             targets.append(f"{RESULTS}/{experiment}/report/mmd_deep_ensembles.md")
         if method_variants(experiment):
             targets.append(f"{RESULTS}/{experiment}/report/table1.md")
+            targets.append(f"{RESULTS}/{experiment}/{POOL}_accuracies.parquet")
     return targets
 
 
@@ -194,10 +199,93 @@ def acceptance_params(wildcards):
     }
 
 
+# ---- which networks the acceptance rule keeps, decided while planning (symbnn.acceptance)
+# A job that reads only the kept networks holds their store rows in its params and reads the
+# convergence table as ancient(): an edit of the rule that keeps the same networks reruns the
+# convergence tables alone. The store's accuracies come from the checkpoint `accuracies`, so
+# that a freshly trained store is planned for once its accuracies exist.
+TARGET, POOL = "posterior/target", "modes/pool"
+
+
+def accuracies_input(store):
+    """Input function: the accuracies of the experiment's `store` (TARGET or POOL)."""
+
+    def table(wildcards):
+        job = checkpoints.accuracies.get(experiment=wildcards.experiment, store=store)
+        return job.output.table
+
+    return table
+
+
+def acceptance_of(wildcards, store):
+    """The convergence table the acceptance rule gives the networks of `store`."""
+    import symbnn.acceptance
+
+    path = accuracies_input(store)(wildcards)
+    posterior = experiment_of(wildcards).posterior
+    return symbnn.acceptance.acceptance_table(
+        read_accuracies(path, os.stat(path).st_mtime_ns),
+        posterior.min_accuracy,
+        posterior.max_below_median,
+    )
+
+
+@functools.cache
+def read_accuracies(path, mtime):
+    import polars
+
+    return polars.read_parquet(path)
+
+
+def kept_target_rows(wildcards):
+    """Params function: the target networks the acceptance rule keeps (store rows)."""
+    import symbnn.acceptance
+
+    return symbnn.acceptance.kept_rows(acceptance_of(wildcards, TARGET))
+
+
+def kept_mode_rows(wildcards, modes):
+    """The pool rows of `modes` (mode k is the k-th kept pool network; None where the pool
+    keeps too few, which the job reports)."""
+    import symbnn.acceptance
+
+    rows = symbnn.acceptance.kept_rows(acceptance_of(wildcards, POOL))
+    return [rows[k] if k < len(rows) else None for k in modes]
+
+
+def method_mode_rows(wildcards):
+    """Params function: the pool rows of every mode a method's variants use."""
+    methods = methods_of(wildcards.experiment)
+    blocks = symbnn.methods.registry.mode_blocks(wildcards.method, methods)
+    return kept_mode_rows(wildcards, [k for block in blocks for k in block])
+
+
+def retry_threshold(wildcards):
+    """The pool's acceptance threshold for a fit that retries seeds until its own network
+    reaches it, as its params hold it: the threshold it last ran with while the new one would
+    keep the same attempts (its fit file records each attempt's accuracy), so that such an
+    edit refits nothing."""
+    import symbnn.acceptance
+    import symbnn.treefile
+
+    threshold = float(acceptance_of(wildcards, POOL)["threshold"][0])
+    path = f"{RESULTS}/{wildcards.experiment}/methods/{wildcards.method}/fits/{wildcards.block}.safetensors"
+    try:
+        fits = symbnn.treefile.outline(path)["fits"]
+        recorded = {fit["threshold"] for fit in fits}
+        attempts = [fit["attempts"] for fit in fits]
+    except (FileNotFoundError, symbnn.treefile.TreeFileError, KeyError, TypeError):
+        return threshold
+    if len(recorded) != 1:
+        return threshold
+    return symbnn.acceptance.retry_threshold(threshold, recorded.pop(), attempts)
+
+
 def fit_params(wildcards):
-    """What one block of a method's fits depends on besides the pool and its convergence
-    flags: the method's fit settings, the modes, the seed; the sample counts when the method
-    draws its samples while fitting; the retries when it trains its own network."""
+    """What one block of a method's fits depends on besides the pool: the method's fit
+    settings, the modes and the pool rows they are, the seed; the sample counts when the
+    method draws its samples while fitting; the retries and the threshold when it trains its
+    own network."""
     methods = methods_of(wildcards.experiment)
     registry, method = symbnn.methods.registry, wildcards.method
     described = registry.descriptor(method, methods)
@@ -210,10 +298,12 @@ def fit_params(wildcards):
     }
     if described.samples_at_fit:
         params["counts"] = registry.fit_counts(method, methods)
+    # the pool networks the modes are (an acceptance rule keeping them refits nothing)
+    params["rows"] = kept_mode_rows(wildcards, params["modes"])
     if described.trains_from_scratch:
-        # the network must pass the pool's acceptance threshold (read from its table) within
-        # these retries
+        # the network must pass the pool's acceptance threshold within these retries
         params["retries"] = methods.retries
+        params["threshold"] = retry_threshold(wildcards)
     return params
 
 
@@ -331,8 +421,16 @@ def mode_count_inputs(wildcards):
     path = f"{RESULTS}/{wildcards.experiment}"
     return {
         "canonical": f"{path}/canonical/target.zarr",
-        "converged": f"{path}/posterior/converged.parquet",
+        "converged": ancient(f"{path}/posterior/converged.parquet"),
+        "accuracies": accuracies_input(TARGET)(wildcards),
     }
+
+
+def mode_count_params(wildcards):
+    """The kept target networks where the symmetry-counts table measures them."""
+    if not symbnn.analyses.plan.has_small_model(SETTINGS, wildcards.experiment):
+        return []
+    return kept_target_rows(wildcards)
 
 
 # The paper's further analyses (rules/analyses.smk).
@@ -341,10 +439,15 @@ ANALYSES = symbnn.analyses.plan.analyses_folder(SETTINGS)
 analyses_targets = functools.partial(symbnn.analyses.plan.targets, SETTINGS)
 
 
-def analysis_params(name):
-    """Params of an analysis: its resolved settings (the rule runs only when it is on)."""
+def analysis_params(name, figure=False):
+    """Params of an analysis: its resolved settings (the rule runs only when it is on) but
+    those only its figure reads (its section's FIGURE_KEYS), or with figure=True those only:
+    the params of the rule drawing its figure."""
     section = getattr(SETTINGS.analyses, name)
-    return section.to_dict() if section is not False else {}
+    if section is False:
+        return {}
+    drawn = getattr(type(section), "FIGURE_KEYS", ())
+    return {k: v for k, v in section.to_dict().items() if (k in drawn) == figure}
 
 
 def permutation_frequency_resource(key):

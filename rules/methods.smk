@@ -53,7 +53,8 @@ use rule convergence as pool_convergence with:
 rule fit:
     input:
         pool=f"{RESULTS}/{{experiment}}/modes/pool.zarr",
-        converged=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
+        # the modes' pool rows and the threshold are in the params (fit_params)
+        accuracies=accuracies_input(POOL),
     output:
         fits=f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.safetensors",
     log:

@@ -6,7 +6,8 @@ rule mmd_deep_ensembles:
     input:
         target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
-        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
     output:
         per_layer=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/per_layer.parquet",
         summary=f"{RESULTS}/{{experiment}}/mmd/deep_ensembles/summary.parquet",
@@ -31,6 +32,8 @@ rule mmd_deep_ensembles:
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,
     params:
+        # the kept target networks: an acceptance rule keeping the same ones reruns nothing
+        kept=kept_target_rows,
         mmd=section_params("mmd"),
     message:
         "Layer-wise MMD of a Deep Ensemble of {wildcards.experiment} checkpoints vs the rest"
@@ -42,7 +45,8 @@ rule mmd_method:
     input:
         target=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
         target_canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
-        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
         samples=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
         samples_canonical=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/canonical.zarr",
     output:
@@ -63,8 +67,10 @@ rule mmd_method:
         gpu=mmd_gpus,
         slurm_partition=mmd_partition,
     params:
+        # the kept target networks: an acceptance rule keeping the same ones reruns nothing
+        kept=kept_target_rows,
         # only the test settings: the Deep Ensembles check's member count is not one of them
-        pvalue=section_params("mmd", "pvalue"),
+        pvalue=section_params("mmd", "methods_tested"),
         seed=section_params("mmd", "seed"),
     message:
         "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} target posterior"

@@ -79,6 +79,34 @@ rule convergence:
         "../workflow_scripts/convergence.py"
 
 
+# The test accuracy of every network of a store (target or pool), which no setting of the
+# acceptance rule changes: from it the planning knows which networks the rule keeps
+# (rules/common.smk, `acceptance_of`), so that jobs reading only the kept networks hold their
+# rows in their params. A checkpoint: jobs planned on a store still to be trained are planned
+# again once it is.
+checkpoint accuracies:
+    input:
+        store=f"{RESULTS}/{{experiment}}/{{store}}.zarr",
+    output:
+        table=f"{RESULTS}/{{experiment}}/{{store}}_accuracies.parquet",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/accuracies/{{store}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/accuracies/{{store}}.tsv"
+    wildcard_constraints:
+        store=f"{TARGET}|{POOL}",
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    message:
+        "Reading the test accuracies of the {wildcards.experiment} networks in {wildcards.store}"
+    script:
+        "../workflow_scripts/accuracies.py"
+
+
 # Evidence that the recipe reaches its plateau: the first target seeds trained for twice the
 # epochs (src/symbnn/plateau.py), their test accuracy at 1x and 2x side by side in the report.
 use rule train_shard as train_plateau with:

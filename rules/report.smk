@@ -4,6 +4,7 @@
 rule posterior_tables:
     input:
         store=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        # what the acceptance rule kept and why: these tables report the rule
         converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
     output:
         training_csv=f"{RESULTS}/{{experiment}}/report/posterior_training.csv",
@@ -38,8 +39,9 @@ rule metrics:
     input:
         predictions=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/predictions.zarr",
         samples=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
-        # the modes' own accuracies, shown beside each row's
-        pool_converged=f"{RESULTS}/{{experiment}}/modes/converged.parquet",
+        # the modes' own accuracies, shown beside each row's (which networks they are: params)
+        pool_converged=ancient(f"{RESULTS}/{{experiment}}/modes/converged.parquet"),
+        accuracies=accuracies_input(POOL),
     output:
         row=f"{RESULTS}/{{experiment}}/metrics/{{method}}/{{variant}}.parquet",
     log:
@@ -55,6 +57,7 @@ rule metrics:
     params:
         score=section_params("metrics", "ood_score"),
         bins=section_params("metrics", "bins"),
+        modes=method_mode_rows,
     message:
         "Uncertainty metrics of the {wildcards.method} ({wildcards.variant}-mode) predictions of {wildcards.experiment}"
     script:
@@ -75,7 +78,8 @@ rule method_tables:
             f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/spread.parquet"
             for m, v in method_variants(wc.experiment)
         ],
-        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
     output:
         **{
             f"{name}_{suffix}": f"{RESULTS}/{{experiment}}/report/{name}.{suffix}"
@@ -121,6 +125,8 @@ rule method_tables:
         mem_mb=1000,
         runtime=10,
     params:
+        # the kept target networks: an acceptance rule keeping the same ones reruns nothing
+        kept=kept_target_rows,
         # the paper's Table 1 block printed beside ours is chosen by the dataset
         dataset=section_params("data", "train"),
         labels=method_labels,
@@ -148,7 +154,8 @@ use rule predict as predict_target with:
 
 rule functional_collapse:
     input:
-        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
         predictions=f"{RESULTS}/{{experiment}}/posterior/predictions.zarr",
     output:
         pairs=f"{RESULTS}/{{experiment}}/collapse/pairs.parquet",
@@ -178,6 +185,8 @@ rule functional_collapse:
         mem_mb=2000,
         runtime=30,
     params:
+        # the kept target networks: an acceptance rule keeping the same ones reruns nothing
+        kept=kept_target_rows,
         collapse=section_params("collapse"),
     message:
         "Functional collapse in {wildcards.experiment}: pairwise MI of target networks, ID vs OOD"

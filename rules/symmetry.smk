@@ -52,7 +52,8 @@ rule minmass:
 rule minmass_report:
     input:
         table=f"{RESULTS}/{{experiment}}/minmass/masses.parquet",
-        converged=f"{RESULTS}/{{experiment}}/posterior/converged.parquet",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
     output:
         figure=report(
             f"{RESULTS}/{{experiment}}/report/minmass.png",
@@ -75,6 +76,9 @@ rule minmass_report:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        # the kept target networks: an acceptance rule keeping the same ones reruns nothing
+        kept=kept_target_rows,
     message:
         "Plotting the mass distributions of {wildcards.experiment} (paper Figure 2)"
     script:
@@ -108,6 +112,7 @@ rule symmetry_counts:
         mem_mb=2000,
         runtime=10,
     params:
+        kept=mode_count_params,
         architectures=symbnn.report.symmetry_counts.counted_architectures(SETTINGS),
     message:
         "Counting the weight-space symmetries of every architecture the report covers (paper D.4), and the D.1 modes of {wildcards.experiment}"

@@ -1,4 +1,5 @@
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,19 @@ def one_torch_thread():
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def user_shell_env():
+    """The environment a user's shell gives the make/dvc/git commands a test runs."""
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    env.pop("DVC_REMOTE", None)
+    # a top-level make, not a sub-make of `make test` (which would print "make[1]: ...")
+    for inherited in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS"):
+        env.pop(inherited, None)
+    return env
+
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
 

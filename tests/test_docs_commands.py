@@ -54,7 +54,7 @@ def runner_of(command):
     """The kind of runner a documented command gets (None: no runner yet)."""
     kinds = [
         # a usage synopsis of the symbnn command line: every sub-command and option exists
-        ("synopsis", r"symbnn [a-z]+\b.*[\[|A-Z]"),
+        ("synopsis", r"(\.venv/bin/)?symbnn [a-z]+\b.*[\[|A-Z]"),
         # needs a finished run's results: tests/test_workflow.py runs them
         ("results", r"(\.venv/bin/)?symbnn store (info|validate) |cat results/|xdg-open "),
         ("config", r"\.venv/bin/symbnn config (check|schema)\b"),
@@ -62,6 +62,7 @@ def runner_of(command):
         ("make", r"(\w+=\S+ )?make \w"),
         ("dvc-remote", r"\.venv/bin/dvc remote (add|modify) --local "),
         ("dvc-pull", r"\.venv/bin/dvc pull$"),
+        ("dvc-push", r"\.venv/bin/dvc push$"),
         ("pip", r"\.venv/bin/pip install [\w-]+$"),
         ("pytest", r"\.venv/bin/python -m pytest "),
         ("git", r"git (clone|add) "),
@@ -247,6 +248,15 @@ def test_documented_dvc_pull_runs(command, dvc_checkout):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("command", commands_of("dvc-push"))
+def test_documented_dvc_push_runs(command, dvc_checkout):
+    """As typed, in a checkout with nothing recorded yet; tests/test_dvc.py pushes the results
+    a run recorded with the same command."""
+    (dvc_checkout / "dvc.yaml").write_text("stages: {}\n")
+    result = run([sys.executable, "-m", "dvc", *shlex.split(command)[1:]], cwd=dvc_checkout)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("command", commands_of("pip"))
 def test_documented_pip_install_resolves(command):
     """`pip install --dry-run`: the package exists (needs the package index; skipped
@@ -307,3 +317,85 @@ def run_result_command(command, workdir, experiment):
     result = run(argv, cwd=workdir)
     assert result.returncode == 0, (command, result.stdout[-1000:], result.stderr[-1000:])
     assert result.stdout.strip(), command
+
+
+# Documented make commands run in full elsewhere, or not at all, and why; every other one runs
+# in full here (test_documented_make_command_runs). test_documented_make_command_dry_runs checks
+# that each target exists and its recipe expands.
+RUN_ELSEWHERE = {
+    "run": "hours of training: tests/test_workflow.py runs the workflow on a tiny config, "
+    "tests/test_console.py on a terminal",
+    "test": "the whole suite, which this test is part of",
+    "install": "builds .venv with torch (minutes, network): a fresh machine's `make test` runs it",
+    "push": "tests/test_dvc.py, to a local remote and to moto's S3 on 127.0.0.1",
+    "pull": "tests/test_dvc.py, on fresh clones and from a missing remote",
+    "verify": "tests/test_dvc.py, tests/test_reliability.py and tests/test_cli_errors.py, on "
+    "pulled and damaged results",
+    "adopt": "tests/test_dvc.py, after a partial pull and refusing changed settings",
+    "upgrade-stores": "tests/test_store_integrity.py, on stores of the older format",
+}
+
+
+def make_target(command):
+    return next(word for word in shlex.split(command.split("&&")[0]) if "=" not in word)
+
+
+def test_every_documented_make_command_runs_somewhere():
+    targets = {
+        shlex.split(part)[shlex.split(part).index("make") + 1]
+        for _, c in COMMANDS
+        if runner_of(c) == "make"
+        for part in c.split("&&")
+    }
+    ran_here = {"pull-experiment", "dvc-remote"}
+    assert targets - set(RUN_ELSEWHERE) - ran_here == set()
+    for target, why in RUN_ELSEWHERE.items():
+        print(f"make {target}: not run here: {why}")
+
+
+@pytest.fixture
+def fresh_clone(tmp_path):
+    """What a fresh clone holds for DVC: the config, dvc.yaml, dvc.mk and .dvc/, no dvc.lock."""
+    for name in ("config.yaml", "dvc.yaml", "dvc.mk", ".dvcignore", ".dvc/config"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, tmp_path / name)
+    run(["git", "init", "-q"], cwd=tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        c
+        for _, c in COMMANDS
+        if runner_of(c) == "make"
+        and make_target(c) == "make"
+        and shlex.split(c)[1] in ("pull-experiment", "dvc-remote")
+    ],
+)
+def test_documented_make_command_runs(command, fresh_clone):
+    """As typed, on a fresh clone: `make dvc-remote` configures the remote; `make
+    pull-experiment` (nothing recorded yet) says why there is nothing to pull, not DVC's
+    "does not exist as an output or a stage name"."""
+    argv = shlex.split(command)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    result = run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            "dvc.mk",
+            *argv[1:],
+            f"DVC_PY={sys.executable}",
+            "DVC_STAMP=",
+        ],
+        cwd=fresh_clone,
+        env=env,
+    )
+    text = result.stdout + result.stderr
+    assert "does not exist as an output" not in text and "Traceback" not in text, text
+    if argv[1] == "dvc-remote":
+        assert result.returncode == 0, text
+        assert argv[-1].split("=", 1)[1] in (fresh_clone / ".dvc" / "config.local").read_text()
+    else:
+        assert "pull-experiment: dvc.lock records no results of" in text, text

@@ -22,7 +22,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import NO_ANALYSES, TINY_ANALYSES, stop_process, tiny_experiment, workflow_config
+from conftest import (
+    NO_ANALYSES,
+    TINY_ANALYSES,
+    stop_process,
+    tiny_experiment,
+    user_shell_env,
+    workflow_config,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -45,15 +52,7 @@ PROJECT_FILES = [
     ".dvc/.gitignore",
     ".gitignore",
 ]
-ENV = {
-    **os.environ,
-    "DVC_NO_ANALYTICS": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
-ENV.pop("DVC_REMOTE", None)
+ENV = user_shell_env()
 EXPERIMENTS = ("tiny-a", "tiny-b")
 
 
@@ -342,7 +341,7 @@ def test_reordering_config_keys_reruns_nothing(origin):
 def test_editing_one_experiment_on_a_clone_reruns_its_chain(pulled, chain):
     """`make pull` recorded Snakemake's provenance, so a clone sees edits as the origin does."""
     try:
-        edit_config(pulled, lambda c: c["experiments"]["tiny-b"]["recipe"].update(epochs=2))
+        edit_config(pulled, lambda c: c["experiments"]["tiny-b"]["recipe"].update(epochs=3))
         assert planned_jobs(pulled) == chain["tiny-b"]
         result = make(
             pulled, "adopt", check=False
@@ -361,6 +360,27 @@ def test_push_refuses_when_the_workflow_is_not_finished(origin):
     finally:
         sh(origin, "git", "checkout", "config.yaml")
     assert sh(origin, "git", "status", "--porcelain").stdout == ""
+
+
+def test_a_finished_run_is_recorded_so_plain_dvc_push_uploads_it(origin):
+    """`make run` ends with `make record`: once Snakemake has nothing left to do, dvc.lock
+    records the results, so DVC's own `dvc status -c` and `dvc push` see them (before, dvc.lock
+    waited for `make push`, and a plain push said "Everything is up to date")."""
+    target = clone(origin, "clone-record")
+    make(target, "pull")
+    edit_config(target, lambda c: c["experiments"]["tiny-a"]["symmetry"].update(key="max"))
+    pending = make(target, "record")
+    assert "jobs left to run" in out(pending) and "dvc.lock left as it was" in out(pending)
+    assert sh(target, "git", "status", "--porcelain", "dvc.lock").stdout == ""
+    snakemake(target)
+    recorded = make(target, "record")
+    assert "record: dvc.lock records the results" in out(recorded), out(recorded)
+    assert sh(target, "git", "status", "--porcelain", "dvc.lock").stdout.strip()
+    missing = out(dvc(target, "status", "--cloud"))
+    assert "new:" in missing and "results/tiny-a" in missing, missing
+    pushed = out(dvc(target, "push"))
+    assert "Everything is up to date" not in pushed and re.search(r"\d+ files? pushed", pushed)
+    assert "in sync" in out(dvc(target, "status", "--cloud"))
 
 
 def test_pull_one_experiments_checkpoints(origin):

@@ -16,7 +16,13 @@ from packaging.specifiers import SpecifierSet
 REPO = Path(__file__).resolve().parents[1]
 ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))
 # Run by the workflow driver on the submit host, never inside a job's environment.
-DRIVER_ONLY = {"snakemake", "snakemake-executor-plugin-slurm", "dvc", "dvc-s3"}
+DRIVER_ONLY = {
+    "snakemake",
+    "snakemake-executor-plugin-slurm",
+    "snakemake-logger-plugin-rich",
+    "dvc",
+    "dvc-s3",
+}
 
 
 def normalized(name):

@@ -8,7 +8,6 @@ and exit status 1, without a traceback and without writing its output. Stores ar
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from conftest import REPO, cli, fails, legacy_store, random_images, stacked_state
+from conftest import REPO, cli, fails, legacy_store, random_images, stacked_state, user_shell_env
 
 from symbnn.mmd import MMDInputError, PooledDistances, layerwise_mmd
 from symbnn.predictions import open_predictions, write_predictions
@@ -249,9 +248,7 @@ def test_minmass_results_are_checked_finite(tmp_path, monkeypatch):
 
 # --- 3. make verify and make push ---------------------------------------------------------
 
-DVC_ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t"}
-DVC_ENV.update(GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-DVC_ENV.pop("DVC_REMOTE", None)
+DVC_ENV = user_shell_env()
 
 
 def sh(cwd, *cmd, check=True, env=None):

@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from conftest import SNAKEMAKE as WITHOUT_PROFILE
@@ -95,6 +96,13 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
     assert expected["fit"] == (5 * 10 + 1) + (5 * 10 + 1) + (4 * 10 + 1)
     assert planned["total"] == sum(count for rule, count in planned.items() if rule != "total")
     assert not (tmp_path / "results").exists()
+    # every job's line says where it goes: config.yaml's GPU partition for the training of a
+    # GPU experiment, the profile's default partition for a small rule
+    lines = result.stdout.splitlines()
+    train = next(line for line in lines if "shard 000 of cifar100-resnet18 [" in line)
+    assert train.endswith("GPUs: 1, partition gpu]"), train
+    gather = next(line for line in lines if "Gathering the cifar100-resnet18 shards" in line)
+    assert gather.endswith("no GPU, partition cpu]"), gather
 
 
 FAKE_SBATCH = """#!/bin/sh
@@ -121,6 +129,16 @@ def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
     for store in ("posterior/target.zarr", "canonical/target.zarr"):  # inputs of MMD and min-mass
         (tmp_path / "results" / "big" / store).mkdir(parents=True)
     (tmp_path / "results" / "big" / "posterior" / "converged.parquet").touch()
+    # what the checkpoint `accuracies` writes: the planning applies the acceptance rule to it
+    pl.DataFrame(
+        {
+            "row": [0, 1, 2, 3],
+            "seed": [0, 1, 2, 3],
+            "test_accuracy": [0.9] * 4,
+            "flagged": [True] * 4,
+            "measured": [True] * 4,
+        }
+    ).write_parquet(tmp_path / "results" / "big" / "posterior" / "target_accuracies.parquet")
     bin_dir, record = tmp_path / "bin", tmp_path / "sbatch.calls"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(record=record))
@@ -129,40 +147,45 @@ def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
     (bin_dir / "sacct").write_text("#!/bin/sh\nexit 0\n")
     for tool in ("sbatch", "sacct"):
         (bin_dir / tool).chmod(0o755)
-    targets = [
-        "results/big/posterior/shards/000.zarr",
-        "results/big/mmd/deep_ensembles/summary.parquet",
-        "results/big/minmass/masses.parquet",
-    ]
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(
-        [
-            *SNAKEMAKE,
-            "--directory",
-            str(tmp_path),
-            "--retries",
-            "0",
-            "--slurm-no-account",
-            "--slurm-init-seconds-before-status-checks",
-            "1",
-            "--allowed-rules",
-            "train_shard",
-            "mmd_deep_ensembles",
-            "minmass",
-            "--",
-            *targets,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert result.returncode != 0  # every submission was refused
+    # the shard apart: its training makes target.zarr out of date for the other two (through
+    # the gathering, which --allowed-rules does not stop the planning from seeing)
+    for rules, targets in (
+        (["train_shard"], ["results/big/posterior/shards/000.zarr"]),
+        (
+            ["mmd_deep_ensembles", "minmass"],
+            [
+                "results/big/mmd/deep_ensembles/summary.parquet",
+                "results/big/minmass/masses.parquet",
+            ],
+        ),
+    ):
+        result = subprocess.run(
+            [
+                *SNAKEMAKE,
+                "--directory",
+                str(tmp_path),
+                "--retries",
+                "0",
+                "--slurm-no-account",
+                "--slurm-init-seconds-before-status-checks",
+                "1",
+                "--allowed-rules",
+                *rules,
+                "--",
+                *targets,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert result.returncode != 0  # every submission was refused
     calls = {
         re.search(r"--comment '?rule_(\w+?)_wildcards", line).group(1): line
         for line in record.read_text().splitlines()
     }
-    assert set(calls) == {"train_shard", "mmd_deep_ensembles", "minmass"}, calls
+    assert set(calls) == {"train_shard", "mmd_deep_ensembles", "minmass"}, result.stderr[-3000:]
     train = calls["train_shard"]
     assert "--gpus=2" in train and "--cpus-per-gpu=4" in train and "-p a100" in train
     assert "--mem 16000" in train and "-t 90" in train

@@ -60,6 +60,24 @@ def test_table_counts_on_the_meta_device_and_puts_the_measured_row_first():
     assert small["networks measured"] is None and small["paper states"] is None
 
 
+def test_report_page_splits_the_wide_table_into_three_narrow_ones():
+    """16 columns, three of them sentences, were one table of very tall rows: the page shows
+    the counts, the measured D.1 rows and the sentences apart, each led by the architecture."""
+    from symbnn.report.tables import sections_to_html
+
+    mlp = {"name": "mlp", "widths": [3, 5, 1]}
+    entries = [{"spec": mlp, "used_by": ["toy"]}, {"spec": OPTUNET, "used_by": ["experiment x"]}]
+    summary = {"networks measured": 3, "log10 modes, measured (D.1)": "5.24"}
+    table = sc.symmetry_counts_table(entries, {sc.spec_key(OPTUNET): summary})
+    sections = sc.html_sections(table)
+    assert [len(frame.columns) for _, frame in sections] == [8, 6, 4]
+    assert sum(len(frame.columns) - 1 for _, frame in sections) == len(table.columns) - 1
+    assert all(frame.columns[0] == "architecture" for _, frame in sections)
+    assert [frame.height for _, frame in sections] == [2, 1, 2]  # D.1: the measured row only
+    page = sections_to_html(sections)
+    assert page.count("<table class='symbnn'>") == 3 and page.count("<h3") == 3
+
+
 def test_a_network_without_scaling_symmetry_says_why():
     from symbnn.symmetry.derive import symmetry_of
 

@@ -274,6 +274,7 @@ def test_report_holds_every_table_and_figure(finished_run):
         results / "analyses" / "report" / n for n in shared
     ]:
         assert base64.b64encode(path.read_bytes()).decode() in html, path.name
+    assert "System Message" not in html  # no docutils complaint under a caption
     for caption in (
         "Table 1 of the paper for experiment tiny",
         "Functional collapse in tiny",
@@ -329,10 +330,20 @@ RERUNS = {
     "data_root": (lambda c: c.update(data_root="/elsewhere"), set(), set(), None),
     "key order": (_reorder_every_mapping, set(), set(), None),
     "compute": (_set("compute", "threads", 2), set(), set(), None),
-    "min_accuracy": (
+    # every network is kept before and after (accuracies about 0.6): the convergence tables
+    # and what reports the rule rerun, no fit (MC Dropout's and the BNN's own networks passed
+    # 0.05 at their first attempt), nothing that reads only the kept networks; the
+    # permutation frequency reads the threshold (it drops its own runs below it)
+    "min_accuracy, same networks kept": (
         _set("posterior", "min_accuracy", 0.05),
+        {"convergence", "pool_convergence", "posterior_tables", "permutation_frequency"},
+        TRAINING | {"fit", "sample", "mmd_method", "metrics", "method_tables", "accuracies"},
         None,
-        TRAINING,
+    ),
+    "marginals plot_units (figure only)": (
+        lambda c: c["analyses"]["marginals"].update(plot_units=2),
+        {"marginals_figure"},
+        {"marginals"},
         None,
     ),
     "swag scale (sampling only)": (
@@ -400,10 +411,40 @@ def test_config_edits_rerun_exactly_what_they_change(finished_run, tmp_path, nam
     if word:
         per_method = [path for rule, path in planned if rule != "method_tables"]
         assert per_method and all(word in path for path in per_method), per_method
-    if name == "min_accuracy":
-        assert {"convergence", "pool_convergence", "posterior_tables"} <= rules
     if name == "recipe lr":
         assert rules >= TRAINING
+
+
+def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run, tmp_path):
+    """A threshold between the accuracies of the first two pool networks: a mode whose pool
+    network changes is refitted by every method; MC Dropout and the BNN, which retry seeds
+    until their own network passes the threshold, refit a mode only where the new threshold
+    keeps another attempt (their fit files record each attempt's accuracy)."""
+    from symbnn.treefile import outline
+
+    results = finished_run / "results" / "tiny"
+    pool = pl.read_parquet(results / "modes" / "converged.parquet")
+    accuracy = pool["test_accuracy"].to_list()
+    assert accuracy[0] != accuracy[1], accuracy
+    threshold = (accuracy[0] + accuracy[1]) / 2
+    kept = [row for row, a in enumerate(accuracy) if a >= threshold]
+    changed = {k for k in (0, 1) if k >= len(kept) or kept[k] != k}
+    assert changed  # the lower of the two is dropped
+    expected = set()
+    for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
+        for mode in (0, 1):
+            fit = f"results/tiny/methods/{method}/fits/{mode:03d}.safetensors"
+            refit = mode in changed
+            if method in ("dropout", "bnn") and not refit:
+                (tried,) = [f["attempts"] for f in outline(finished_run / fit)["fits"]]
+                refit = tried[-1] < threshold  # the kept attempt fails the new threshold
+            if refit:
+                expected.add(fit)
+    expected.add("results/tiny/methods/de/fits/000.safetensors")  # its members are modes 0..3
+    planned = _plan(finished_run, tmp_path, _set("posterior", "min_accuracy", threshold))
+    fits = {path for rule, path in planned if rule == "fit"}
+    assert fits == expected, (threshold, accuracy, sorted(fits))
+    assert not {rule for rule, _ in planned} & TRAINING
 
 
 def test_documented_result_commands_run(finished_run):
@@ -443,3 +484,39 @@ def test_report_renders_in_a_headless_browser(finished_run, tmp_path):
     names = sorted(seen["categories"])  # the report's menu lists them sorted
     assert [name.split()[0] for name in names] == [str(i) for i in range(1, len(names) + 1)]
     assert len(seen["entries"]) >= 20 and len(list(tmp_path.glob("*.png"))) > len(names)
+
+
+def test_make_screenshots_pictures_the_report_at_1400_px(finished_run, tmp_path):
+    """`make screenshots` (symbnn.report.screenshots): the first page and Table 1, 1,400 px
+    wide, as the README shows them; and at that width Table 1 on the first page needs no
+    scrolling sideways (before, it sat in a 512-px column beside the rule graph)."""
+    import struct
+    import subprocess
+    import sys
+
+    from chromium import Browser, chromium_or_skip
+
+    chromium_or_skip()
+    report = finished_run / "results" / "report.html"
+    if not report.exists():
+        snakemake(finished_run, "--report", "results/report.html")
+    result = subprocess.run(
+        [sys.executable, "-m", "symbnn.report.screenshots", str(report), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    for name in ("report_front_page.png", "report_table1.png"):
+        header = (tmp_path / name).read_bytes()[:24]
+        width, height = struct.unpack(">II", header[16:24])  # the PNG's IHDR
+        assert header[:8] == b"\x89PNG\r\n\x1a\n" and width == 1400 and height >= 600, name
+    browser = Browser(chromium_or_skip(), tmp_path / "profile")
+    try:
+        browser.open(report.resolve().as_uri())
+        box = browser.evaluate(
+            "(() => { const t = document.querySelector('table.symbnn').parentElement;"
+            " return [t.scrollWidth, t.clientWidth]; })()"
+        )
+    finally:
+        browser.close()
+    assert box[0] <= box[1], f"Table 1 scrolls sideways: {box}"

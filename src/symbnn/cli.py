@@ -1,5 +1,7 @@
-"""`symbnn` command line. Each module in `symbnn.commands` adds its own sub-commands by
-defining ``register(subparsers)``; this file only discovers and dispatches them.
+"""symbnn's command line: one step of the workflow at a time, and tools for its stores.
+
+Each module in `symbnn.commands` adds its own sub-commands by defining
+``register(subparsers)``; this file only discovers and dispatches them.
 
 One error path: a bad option value, a bad or damaged file, a full disk or a permission
 problem ends the command with one line, ``symbnn COMMAND: error: ...`` naming the file, key
@@ -46,7 +48,11 @@ def import_path(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="symbnn", description=__doc__.splitlines()[0])
+    parser = Parser(
+        prog="symbnn",
+        description=__doc__.splitlines()[0],
+        epilog="`symbnn COMMAND --help` describes each command and its options.",
+    )
     parser.add_argument("--version", action="version", version=f"symbnn {symbnn.__version__}")
     parser.add_argument(
         "--trust-model",
@@ -67,7 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
     for module_info in sorted(pkgutil.iter_modules(symbnn.commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"symbnn.commands.{module_info.name}")
         module.register(subparsers)
+    describe_subcommands(parser)
     return parser
+
+
+def describe_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Give every sub-command without a description its one-line help as one, so that
+    `symbnn COMMAND --help` says what the command does (argparse shows `help` only in the
+    parent's list)."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, sub in action.choices.items():
+            if not sub.description and helps.get(name):
+                text = helps[name]
+                sub.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+            describe_subcommands(sub)
 
 
 def trust_named_models(paths: list[str]) -> None:

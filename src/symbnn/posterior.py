@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from symbnn.acceptance import acceptance_table, network_accuracies
 from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.settings import Config, Data, Recipe
@@ -76,57 +77,8 @@ def convergence_table(
     ``max_below_median`` under the median of all the store's networks), with the threshold the
     rule came to (``threshold``: the larger of the two). A store without accuracies (e.g.
     imported networks) counts every network as converged, unless it carries its own
-    ``converged`` flags."""
-    store = open_store(store_path)
-    n = store.n_samples
-    seeds = store.info("seed") if "seed" in store.info_names else np.arange(n)
-    if "test_accuracy" in store.info_names:
-        accuracy = store.info("test_accuracy").astype(np.float64)
-        threshold = acceptance_threshold(accuracy, min_accuracy, max_below_median)
-        converged = accuracy >= threshold
-        reason = np.where(
-            converged,
-            "kept",
-            np.where(
-                accuracy < min_accuracy,
-                "below min_accuracy",
-                f"more than {max_below_median} below the median",
-            ),
-        )
-    else:
-        accuracy = np.full(n, np.nan)
-        threshold = float(min_accuracy)
-        converged = store.info("converged") if "converged" in store.info_names else np.ones(n)
-        reason = np.where(np.asarray(converged, dtype=bool), "kept", "flagged in the store")
-    return pl.DataFrame(
-        {
-            "row": np.arange(n, dtype=np.int64),
-            "seed": np.asarray(seeds, dtype=np.int64),
-            "test_accuracy": accuracy,
-            "converged": np.asarray(converged, dtype=bool),
-            "reason": reason.astype(str),
-            "min_accuracy": np.full(n, float(min_accuracy)),
-            "threshold": np.full(n, float(threshold)),
-        }
-    )
-
-
-def acceptance_threshold(
-    accuracy: np.ndarray, min_accuracy: float, max_below_median: float | None
-) -> float:
-    """The test accuracy a network must reach to be kept: min_accuracy, raised to the median
-    of `accuracy` minus max_below_median when that is set (the median is robust to the few
-    networks that did not train, so it describes the recipe, not the stragglers)."""
-    if max_below_median is None or not len(accuracy):
-        return float(min_accuracy)
-    return max(float(min_accuracy), float(np.median(accuracy)) - max_below_median)
-
-
-def acceptance_threshold_of(table_path: str | os.PathLike) -> float:
-    """The test accuracy a convergence table's rule asked of its networks."""
-    table = pl.read_parquet(table_path)
-    column = "threshold" if "threshold" in table.columns else "min_accuracy"
-    return float(table[column][0]) if table.height else 0.0
+    ``converged`` flags (`symbnn.acceptance`, which the workflow's planning shares)."""
+    return acceptance_table(network_accuracies(store_path), min_accuracy, max_below_median)
 
 
 def converged_rows(table_path: str | os.PathLike) -> list[int]:

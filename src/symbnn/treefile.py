@@ -14,10 +14,12 @@ import json
 import math
 import numbers
 import os
+import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where tensors are handled: `outline` reads without it
+    import torch
 
 from symbnn.atomic import atomic_write
 
@@ -31,6 +33,8 @@ class TreeFileError(ValueError):
 
 
 def _encode(value: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
+    import torch
+
     if isinstance(value, torch.Tensor):
         name = f"t{len(tensors)}"
         tensors[name] = value.detach().to("cpu").contiguous()
@@ -120,3 +124,22 @@ def load_tree(path: str | os.PathLike) -> Any:
             f"{path}: malformed tree (tensors {sorted(set(tensors) - used)} unused)"
         )
     return tree
+
+
+def outline(path: str | os.PathLike) -> Any:
+    """The tree of a file `save_tree` wrote, with each tensor left as ``{"$tensor": name}``:
+    read from the safetensors header alone (no tensor data, no torch), for the workflow's
+    planning. TreeFileError naming the file when it is not such a file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(size))
+        metadata = header.get("__metadata__") or {}
+        if metadata.get("format") != FORMAT:
+            raise ValueError("its metadata has no tree")
+        return json.loads(metadata["tree"])
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+        raise TreeFileError(f"{path}: not a {FORMAT} file ({exc})") from None

@@ -160,6 +160,22 @@ def run_marginals(settings: Marginals) -> MarginalResult:
     return MarginalResult(stages, losses, tests, ks_summary(tests, settings.alpha))
 
 
+def save_stages(stages: dict[str, State], path) -> None:
+    """The networks of each stage, for drawing the figure in a job of its own."""
+    from symbnn.treefile import save_tree
+
+    save_tree(stages, path)
+
+
+def drawable_result(stages_path, tests) -> MarginalResult:
+    """What `marginals_figure` draws, from the saved stages and the KS tests (the median
+    p-value of a layer does not depend on the summary's level)."""
+    from symbnn.treefile import load_tree
+
+    stages = load_tree(stages_path)
+    return MarginalResult(stages, np.empty(0), tests, ks_summary(tests, 0.05))
+
+
 def marginals_figure(result: MarginalResult, path, units: int = 4, title: str = "") -> None:
     """`unit_marginals_figure` of the MLPs' three stages, layer by layer."""
     median_p = {

@@ -76,7 +76,7 @@ def register(subparsers) -> None:
     info = actions.add_parser(
         "info", help="architecture, samples, layers, shapes, bytes, converged count"
     )
-    info.add_argument("path")
+    info.add_argument("path", help="a weight store (a folder ending in .zarr)")
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(handler=_info)
     validate = actions.add_parser(
@@ -84,12 +84,14 @@ def register(subparsers) -> None:
         help="read every chunk; fail on a missing or damaged chunk, inconsistent metadata or "
         "NaN weights",
     )
-    validate.add_argument("path")
+    validate.add_argument("path", help="a weight store or a predictions store")
     validate.set_defaults(handler=_validate)
     upgrade = actions.add_parser(
         "upgrade",
         help="verify every chunk of a store of the older format (no digest) and record its "
         "manifest and digest; a folder: every such store under it",
     )
-    upgrade.add_argument("paths", nargs="+", metavar="PATH")
+    upgrade.add_argument(
+        "paths", nargs="+", metavar="PATH", help="stores, or folders searched for stores"
+    )
     upgrade.set_defaults(handler=_upgrade)

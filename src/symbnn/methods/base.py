@@ -81,13 +81,17 @@ def train_until_converged(
     seed: int,
     train: Callable[[int], Any],
     accuracy: Callable[[Any], float],
+    record: list[float] | None = None,
 ) -> tuple[Any, int, float]:
     """``train(seed')`` for seed' = the mode's seed, then fresh derived seeds, until the
     trained object's test ``accuracy`` reaches the target's threshold (at most
     ``problem.retries`` retries); returns (trained, seed used, accuracy). Raises when no
-    attempt converges; without test data, the first attempt is kept unchecked."""
+    attempt converges; without test data, the first attempt is kept unchecked. Each attempt's
+    accuracy is appended to `record` (the workflow tells from them whether another threshold
+    would keep another attempt: `symbnn.acceptance.retry_threshold`)."""
+    records = None if record is None else [record]
     return train_modes_until_converged(
-        method, problem, [seed], lambda seeds: [train(seeds[0])], accuracy
+        method, problem, [seed], lambda seeds: [train(seeds[0])], accuracy, records
     )[0]
 
 
@@ -97,11 +101,13 @@ def train_modes_until_converged(
     seeds: Sequence[int],
     train: Callable[[list[int]], list[Any]],
     accuracy: Callable[[Any], float],
+    records: Sequence[list[float]] | None = None,
 ) -> list[tuple[Any, int, float]]:
     """`train_until_converged` for several modes at once: ``train(seeds')`` trains one object
     per seed (in one batched run), and each retry round trains again only the modes whose
     object missed the threshold, each from its own next derived seed, so that a mode's
-    result is the one it gets alone. Returns (trained, seed used, accuracy) per mode."""
+    result is the one it gets alone. Returns (trained, seed used, accuracy) per mode; each
+    mode's attempts' accuracies are appended to its list in `records`."""
     results: list[tuple[Any, int, float] | None] = [None] * len(seeds)
     tried: list[list[str]] = [[] for _ in seeds]
     pending = list(range(len(seeds)))
@@ -115,6 +121,8 @@ def train_modes_until_converged(
                 continue
             score = accuracy(one)
             tried[i].append(f"{seed_used}: {score:.3f}")
+            if records is not None:
+                records[i].append(float(score))
             if score >= problem.min_accuracy:
                 results[i] = (one, seed_used, score)
             else:
@@ -141,6 +149,12 @@ def fits_in_batch(problem: Problem, recipe: Recipe | None = None) -> bool:
 def stacked_states(modes: Sequence[Mode], names: Sequence[str]) -> dict[str, torch.Tensor]:
     """The modes' tensors `names`, stacked: name -> (len(modes), *shape)."""
     return {name: torch.stack([mode.state[name] for mode in modes]) for name in names}
+
+
+def retried(problem: Problem, attempts: list[float]) -> dict[str, Any]:
+    """What a fit that retried seeds keeps of its retries: each attempt's accuracy and the
+    threshold it had to reach (`symbnn.acceptance.retry_threshold` reads them back)."""
+    return {"attempts": list(attempts), "threshold": float(problem.min_accuracy)}
 
 
 def concat_states(blocks: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

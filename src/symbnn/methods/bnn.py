@@ -58,6 +58,7 @@ from symbnn.methods.base import (
     Problem,
     fits_in_batch,
     generator,
+    retried,
     train_modes_until_converged,
     train_until_converged,
 )
@@ -270,10 +271,15 @@ def mean_accuracy(bnn: MeanFieldBNN, test: ImageData, device: str) -> float:
 
 
 def train_converged_bnn(
-    problem: Problem, seed: int, settings: Bnn, what: str = "bnn"
+    problem: Problem,
+    seed: int,
+    settings: Bnn,
+    what: str = "bnn",
+    record: list[float] | None = None,
 ) -> tuple[MeanFieldBNN, int, float]:
     """(q, seed used, test accuracy at q's means): Bayes by backprop from ``seed``, then from
-    fresh derived seeds while the means miss the target's convergence threshold."""
+    fresh derived seeds while the means miss the target's convergence threshold (each
+    attempt's accuracy appended to `record`)."""
     settings.recipe.apply(problem.recipe)  # fail before training
     return train_until_converged(
         what,
@@ -281,6 +287,7 @@ def train_converged_bnn(
         seed,
         lambda s: train_bnn(problem, s, settings),
         lambda q: mean_accuracy(q, problem.test, problem.device),
+        record,
     )
 
 
@@ -338,12 +345,14 @@ class BayesByBackprop(Method):
             def train(seeds: list[int]) -> list[MeanFieldBNN]:
                 return [train_bnn(problem, s, settings) for s in seeds]
 
+        attempts: list[list[float]] = [[] for _ in modes]
         trained = train_modes_until_converged(
             "bnn",
             problem,
             [mode.seed for mode in modes],
             train,
             lambda q: mean_accuracy(q, problem.test, problem.device),
+            attempts,
         )
         return [
             {
@@ -352,8 +361,9 @@ class BayesByBackprop(Method):
                 "rho": [r.detach().cpu() for r in bnn.rho],
                 "train_seed": used,
                 "test_accuracy": score,
+                **retried(problem, tries),
             }
-            for bnn, used, score in trained
+            for (bnn, used, score), tries in zip(trained, attempts, strict=True)
         ]
 
     def draw(

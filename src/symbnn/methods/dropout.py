@@ -44,6 +44,7 @@ from symbnn.methods.base import (
     Problem,
     fits_in_batch,
     generator,
+    retried,
     train_modes_until_converged,
 )
 from symbnn.methods.interface import Method
@@ -242,20 +243,23 @@ class McDropout(Method):
             def train(seeds: list[int]) -> list[nn.Module]:
                 return [train_with_dropout(problem, s, rate, layers) for s in seeds]
 
+        attempts: list[list[float]] = [[] for _ in modes]
         trained = train_modes_until_converged(
             "dropout",
             problem,
             [mode.seed for mode in modes],
             train,
             lambda m: accuracy(m, problem.test, problem.device),
+            attempts,
         )
         return [
             {
                 "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
                 "train_seed": used,
                 "test_accuracy": score,
+                **retried(problem, tries),
             }
-            for model, used, score in trained
+            for (model, used, score), tries in zip(trained, attempts, strict=True)
         ]
 
     def draw(

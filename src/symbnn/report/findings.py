@@ -18,9 +18,10 @@ methods it ran in both variants): our extra rows (multi-mode SGHMC) are shown, m
 the paper", and not counted; the claim's verdict holds when every judged case holds, is
 contradicted when one is, and is within noise otherwise.
 
-A last row checks what the paper's table cannot: whether a method's accuracy exceeds the
+A last row checks what the paper's table cannot: whether a one-mode row's accuracy exceeds the
 accuracy of the modes it started from by more than the target posterior's own spread, i.e.
-whether a row's ranking reflects further training rather than its posterior.
+whether its ranking reflects further training rather than its posterior (an ensemble of
+several modes beats its members anyway, so multi-mode rows are not judged by it).
 """
 
 from __future__ import annotations
@@ -283,22 +284,24 @@ def _verdict(judged: list[Case]) -> str:
 
 
 def training_gain_row(units: pl.DataFrame, target_sd: float) -> dict[str, str]:
-    """The rows whose mean accuracy exceeds the mean accuracy of the modes their samples come
-    from by more than the target networks' standard deviation: their ranking reflects further
-    training (a method that trains on from its mode) rather than the posterior it samples."""
+    """The one-mode rows whose mean accuracy exceeds the mean accuracy of their modes by more
+    than the target networks' standard deviation: their ranking reflects further training (a
+    method that trains on from its mode) rather than the posterior it samples. Multi-mode rows
+    are left out: an ensemble of several modes is expected to beat its members without any
+    further training."""
     flagged, lines = [], []
-    for group, method in _rows(units):
+    for group, method in _rows(units, ONE):
         acc = _values(units, group, method, "Acc")
         modes = _values(units, group, method, "Modes acc")
         if not acc or not modes:
             continue
         gain = _mean(acc) - _mean(modes)
         beyond = gain > target_sd
-        lines.append(f"{method} ({group}): {gain:+.2f} points{' (beyond)' if beyond else ''}")
+        lines.append(f"{method}: {gain:+.2f} points{' (beyond)' if beyond else ''}")
         if beyond:
-            flagged.append(f"{method} ({group})")
+            flagged.append(method)
     return {
-        "finding": "accuracy above its modes' by more than the target's spread",
+        "finding": "one-mode accuracy above its modes' by more than the target's spread",
         "status": "check (not in the paper)",
         "paper": "-",
         "ours": f"{len(flagged)} of {len(lines)} rows",

@@ -15,9 +15,14 @@ from symbnn.methods.registry import configured_methods
 
 PAGE = Path(".snakemake") / "symbnn-front-page.rst"
 # Snakemake's report centres its content vertically, which puts the top of a page taller
-# than the window out of reach: start this page (the one holding the description) at the top
+# than the window out of reach: start this page (the one holding the description) at the top.
+# It also sets the description in a 512-px column beside the rule graph, where Table 1 needs
+# scrolling sideways: the text takes the page's width and the graph follows it (the menu's
+# "Workflow" shows the graph on its own too). Only this page carries the style.
 TOP_ALIGNED = (
-    "<style>div.grow.justify-center.overflow-auto:has(.prose){align-items:flex-start}</style>"
+    "<style>div.grow.justify-center.overflow-auto:has(.prose){align-items:flex-start}"
+    "div.grow.flex.gap-3:has(.prose){flex-direction:column}"
+    "div.prose.max-w-lg:has(.document){max-width:none;width:100%}</style>"
 )
 
 

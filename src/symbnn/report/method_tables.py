@@ -208,9 +208,12 @@ def with_width_notes(
 
 def table1_display(table: pl.DataFrame, digits: int = 1) -> pl.DataFrame:
     """Table 1 as the report prints it: units in the headers, each row's figures as
-    "mean ± sd" over its units (modes or replicates), and how many units."""
+    "mean ± sd" over its units (modes or replicates), and how many units; a column no row has
+    a figure for (the MMD test's, when it was not run) is left out."""
     columns = [pl.col("group"), pl.col("method"), pl.col("units")]
     for label in TABLE1_COLUMNS.values():
+        if table[label].null_count() == table.height:
+            continue
         value, sd = pl.col(label), pl.col(f"{label} sd")
         text = value.round(digits).cast(pl.String)
         spread = pl.concat_str(text, pl.lit(" ± "), sd.round(digits).cast(pl.String))

@@ -153,3 +153,24 @@ def symmetry_counts_table(
     first, last = ["architecture", "used by"], ["paper states", "note"]
     frame = pl.DataFrame(rows, infer_schema_length=None)
     return frame.select(first + [c for c in frame.columns if c not in first + last] + last)
+
+
+def html_sections(table) -> list:
+    """The table as the report shows it (`symbnn.report.tables.sections_to_html`): the counts,
+    the D.1 measurement (its rows only), and the sentences (uses, what the paper states,
+    notes), each led by the architecture."""
+    from symbnn.report.tables import split_columns
+
+    counts = [c for c in table.columns if c not in (*MEASURED, *TEXT_COLUMNS, "architecture")]
+    return split_columns(
+        table,
+        [
+            ("Symmetries counted from the structure (D.4)", counts),
+            ("Modes measured on the canonical target networks (D.1)", list(MEASURED)),
+            ("Where each architecture is used, and notes", list(TEXT_COLUMNS)),
+        ],
+        "architecture",
+    )
+
+
+TEXT_COLUMNS = ("used by", "paper states", "note")

@@ -55,11 +55,13 @@ LOWER_IS_BETTER = ("MMD", "NS MMD", "ECE", "Brier", "NLL", "FPR95")
 HIGHER_IS_BETTER = ("Acc", "AUPR")
 NUMBER = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)", re.IGNORECASE)
 
-# Click a header to sort by it (again: the other way); numbers sort as numbers, by the first
-# number of a cell ("12.3 ± 0.4", "12.3 / 15.0"); a dash sorts last.
+# Click a header to sort its table by it (again: the other way); numbers sort as numbers, by
+# the first number of a cell ("12.3 ± 0.4", "12.3 / 15.0"); a dash sorts last. A page may hold
+# several tables: each header sorts its own.
 SORT_SCRIPT = """
-document.querySelectorAll('th').forEach(function (th, column) {
+document.querySelectorAll('th').forEach(function (th) {
   th.addEventListener('click', function () {
+    var column = th.cellIndex;
     var body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
     var up = th.getAttribute('aria-sort') !== 'ascending';
     th.closest('tr').querySelectorAll('th').forEach(function (h) { h.removeAttribute('aria-sort'); });
@@ -86,7 +88,9 @@ TABLE_STYLE = (
     "table.symbnn th{background:#f3f3f3;cursor:pointer}"
     "table.symbnn td.best{background:#eaf5ea}"
     "table.symbnn td:first-child,table.symbnn td:nth-child(2){text-align:left}"
+    "table.symbnn td:first-child{white-space:nowrap}"
     ".legend{font-family:sans-serif;font-size:12px;color:#555}"
+    "h3.symbnn{font-family:sans-serif;font-size:15px;margin:18px 0 6px}"
 )
 
 
@@ -159,18 +163,45 @@ def to_html(frame: pl.DataFrame, float_precision: int = 3) -> str:
     """A self-contained HTML page holding `frame` as a table (for Snakemake's report):
     sortable by a click on a header, each column's best value in bold where the header says
     which way is better."""
-    table, marked = _html_table(frame, float_precision, sortable=True)
+    return sections_to_html([("", frame)], float_precision)
+
+
+def sections_to_html(sections: list[tuple[str, pl.DataFrame]], float_precision: int = 3) -> str:
+    """`to_html` for a table too wide to read whole: one page of several tables, each under
+    its title (e.g. a wide table's columns split into groups that share the first column)."""
+    tables, marked = [], False
+    for title, frame in sections:
+        table, best = _html_table(frame, float_precision, sortable=True)
+        heading = f"<h3 class='symbnn'>{html.escape(title)}</h3>\n" if title else ""
+        tables.append(heading + table)
+        marked |= best
     legend = "Click a header to sort. "
     if marked:
         legend += (
             "Bold: the best value of a column marked &darr; (lower is better) or &uarr; "
             "(higher is better)."
         )
+    body = "\n".join(tables)
     return (
         f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><style>{TABLE_STYLE}</style></head>"
-        f"<body>\n{table}\n<p class='legend'>{legend}</p>\n<script>{SORT_SCRIPT}</script>\n"
+        f"<body>\n{body}\n<p class='legend'>{legend}</p>\n<script>{SORT_SCRIPT}</script>\n"
         "</body></html>\n"
     )
+
+
+def split_columns(
+    frame: pl.DataFrame, groups: list[tuple[str, list[str]]], key: str
+) -> list[tuple[str, pl.DataFrame]]:
+    """`frame`'s columns in titled groups, each led by the `key` column (e.g. the
+    architecture), rows where every column of the group is empty left out; columns no group
+    names are left out too."""
+    sections = []
+    for title, columns in groups:
+        part = frame.select(key, *columns)
+        part = part.filter(~pl.all_horizontal(pl.col(columns).is_null()))
+        if part.height:
+            sections.append((title, part))
+    return sections
 
 
 def table_fragment(frame: pl.DataFrame, float_precision: int = 3) -> str:

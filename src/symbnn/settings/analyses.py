@@ -87,6 +87,8 @@ class Marginals(Section):
     lr: float = setting(0.01, "SGD learning rate", gt=0)
     alpha: float = setting(0.05, "level at which the summary counts rejections", gt=0, lt=1)
     plot_units: int = setting(4, "units per layer in the figure", ge=1, le=1000)
+    # read only when drawing the figure (rule marginals_figure): editing them redraws it
+    FIGURE_KEYS = ("plot_units",)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,126 @@
+"""A command run in a pseudo-terminal, and what a terminal would show of it afterwards: a small
+screen model that follows the cursor movements and erasures a live display draws with (rich
+redraws its view in place and erases it at the end), so that the lines left on the screen
+can be counted, as a person scrolling back would see them."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import termios
+import time
+
+# CSI sequences (cursor moves, erasures, colours), OSC strings, and other two-byte escapes
+ESCAPE = re.compile(
+    r"\x1b\[([?0-9;]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b."
+)
+
+
+class Screen:
+    """Lines of a terminal `width` columns wide with unlimited scrollback."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.lines: list[str] = [""]
+        self.row = self.col = 0
+
+    def _put(self, char: str) -> None:
+        if self.col >= self.width:
+            self._newline()
+        line = self.lines[self.row].ljust(self.col)
+        self.lines[self.row] = line[: self.col] + char + line[self.col + 1 :]
+        self.col += 1
+
+    def _newline(self) -> None:
+        self.row += 1
+        self.col = 0
+        if self.row == len(self.lines):
+            self.lines.append("")
+
+    def _control(self, params: str, final: str) -> None:
+        numbers = [int(n) for n in params.lstrip("?").split(";") if n.isdigit()]
+        n = numbers[0] if numbers else 0
+        if final == "A":
+            self.row = max(0, self.row - max(n, 1))
+        elif final == "B":
+            for _ in range(max(n, 1)):
+                self._newline()
+        elif final == "C":
+            self.col += max(n, 1)
+        elif final == "D":
+            self.col = max(0, self.col - max(n, 1))
+        elif final == "G":
+            self.col = max(n, 1) - 1
+        elif final == "K":
+            line = self.lines[self.row]
+            if n == 0:
+                self.lines[self.row] = line[: self.col]
+            elif n == 1:
+                self.lines[self.row] = " " * self.col + line[self.col :]
+            else:
+                self.lines[self.row] = ""
+        elif final == "J" and n == 0:
+            self.lines = self.lines[: self.row + 1]
+            self.lines[self.row] = self.lines[self.row][: self.col]
+
+    def feed(self, text: str) -> None:
+        position = 0
+        for match in ESCAPE.finditer(text):
+            self._text(text[position : match.start()])
+            if match.group(2):
+                self._control(match.group(1), match.group(2))
+            position = match.end()
+        self._text(text[position:])
+
+    def _text(self, text: str) -> None:
+        for char in text:
+            if char == "\n":
+                self._newline()
+            elif char == "\r":
+                self.col = 0
+            elif char == "\b":
+                self.col = max(0, self.col - 1)
+            elif char >= " ":
+                self._put(char)
+
+    def shown(self) -> list[str]:
+        """The non-empty lines left on the screen and in its scrollback."""
+        return [line.rstrip() for line in self.lines if line.strip()]
+
+
+def run_in_terminal(argv, cwd, env=None, width=120, height=40, timeout=1800):
+    """Run `argv` with a pseudo-terminal as its stdin, stdout and stderr; returns (exit status,
+    everything it wrote, decoded)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+    env = {**(env or os.environ), "TERM": "xterm-256color", "COLUMNS": str(width)}
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True
+    )
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    data = os.read(master, 1 << 16)
+                except OSError:  # the terminal closes when the last writer exits
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif process.poll() is not None:
+                break
+        else:
+            process.kill()
+    finally:
+        status = process.wait()
+        os.close(master)
+    return status, b"".join(chunks).decode(errors="replace")

@@ -1,0 +1,116 @@
+"""What a run prints (`--logger symbnn`, set by profiles/default): on a terminal one live view
+(jobs done / total, running jobs, elapsed, time left) and few lines; elsewhere Snakemake's own
+plain log, unchanged."""
+
+import re
+import sys
+
+import pytest
+import yaml
+from conftest import REPO, SNAKEMAKE, tiny_workflow_config
+from console import ESCAPE, Screen, run_in_terminal
+
+# six jobs that write three progress lines to their logs, a second apart
+TOY = """
+rule all:
+    input: expand("out/{i}.txt", i=range(6))
+
+rule work:
+    output: "out/{i}.txt"
+    log: "logs/{i}.log"
+    shell: "for k in 1 2 3; do echo step $k of 3 >> {log}; sleep 1; done; echo {wildcards.i} > {output}"
+"""
+PLUGIN_ENV = {"PYTHONPATH": str(REPO / "src")}
+
+
+def toy(tmp_path):
+    (tmp_path / "Snakefile").write_text(TOY)
+    return [sys.executable, "-m", "snakemake", "--cores", "2"]
+
+
+def environment(**extra):
+    import os
+
+    return {**os.environ, **PLUGIN_ENV, **extra}
+
+
+def test_screen_follows_a_redraw_in_place():
+    screen = Screen(40)
+    screen.feed("kept\nold 1\nold 2\r\x1b[2K\x1b[1A\x1b[2Knew\n\x1b[32mdone\x1b[0m\n")
+    assert screen.shown() == ["kept", "new", "done"]
+
+
+def test_a_terminal_gets_a_live_view_and_few_lines(tmp_path):
+    status, raw = run_in_terminal(
+        [*toy(tmp_path), "--logger", "symbnn"], tmp_path, environment(), timeout=300
+    )
+    assert status == 0, raw[-3000:]
+    text = ESCAPE.sub("", raw)
+    assert re.search(r"\d/7 jobs done, \d running, elapsed 0:00:\d\d, time left", text), text[
+        -3000:
+    ]
+    assert "step 2 of 3" in raw  # a running job's log line, shown while it runs
+    screen = Screen(120)
+    screen.feed(raw)
+    lines = screen.shown()
+    assert "7 of 7 jobs done in" in lines[-1], lines
+    assert len(lines) < 30, "\n".join(lines)
+    assert not any("jobs done, " in line for line in lines)  # the live view went away
+
+
+def normalised(text):
+    """The distinct lines of a plain log, without what differs from run to run (times, ids,
+    order and interleaving of jobs)."""
+    text = re.sub(
+        r"[0-9a-f-]{36}|\d{4}-\d\d-\d\dT\d+\.\d+|\[.*\d\d:\d\d:\d\d.*\]|\d+\.\d+", "", text
+    )
+    text = re.sub(r"jobid: \d+|Job \d+|out/\d|logs/\d|\(Rule: \w+\)", "", text)
+    lines = {line.strip() for line in text.splitlines()}
+    return sorted(line for line in lines if not re.match(r"(Command|Date):", line))
+
+
+def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
+    import subprocess
+
+    argv = toy(tmp_path)
+    runs = []
+    for extra in (["--logger", "symbnn"], []):
+        for folder in ("out", "logs", ".snakemake"):
+            subprocess.run(["rm", "-rf", str(tmp_path / folder)], check=True)
+        run = subprocess.run(
+            [*argv, *extra], cwd=tmp_path, env=environment(), capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        runs.append(run.stdout + run.stderr)
+    assert "\x1b[" not in runs[0] and "jobs done" not in runs[0]
+    import difflib
+
+    plugin, default = normalised(runs[0]), normalised(runs[1])
+    assert plugin == default, "\n".join(difflib.unified_diff(plugin, default, lineterm=""))
+
+
+def test_a_dry_run_on_a_terminal_lists_every_job(tmp_path):
+    """A dry run stays Snakemake's list of jobs with their resources, on a terminal too."""
+    status, raw = run_in_terminal(
+        [*toy(tmp_path), "--logger", "symbnn", "-n"], tmp_path, environment(), timeout=300
+    )
+    assert status == 0, raw
+    assert raw.count("rule work:") == 6 and "jobs done" not in raw
+
+
+@pytest.mark.slow
+def test_the_workflow_on_a_terminal_shows_its_progress_in_few_lines(tmp_path):
+    """The tiny workflow (target posterior, its symmetries and tables) with the repository's
+    profile, as `make run` starts it on a terminal."""
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(tiny_workflow_config(methods=False)))
+    status, raw = run_in_terminal(
+        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"], REPO, environment()
+    )
+    assert status == 0, raw[-5000:]
+    text = ESCAPE.sub("", raw)
+    assert re.search(r"\d+/\d+ jobs done, \d+ running, elapsed", text), text[-3000:]
+    screen = Screen(120)
+    screen.feed(raw)
+    lines = screen.shown()
+    assert re.match(r"\d+ of \d+ jobs done in ", lines[-1]), lines[-10:]
+    assert len(lines) < 100, "\n".join(lines)
