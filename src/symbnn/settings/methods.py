@@ -392,7 +392,8 @@ class Methods(Section):
         None,
         "modes per fit job of the methods that fit their modes in one batched run (dropout, "
         "bnn, sghmc, swag, on an OptuNet or MLP without augmentation); none: all modes in one "
-        "job. A mode's fit is the same in any block: a cluster may set 1 (one job per mode)",
+        "job. A mode's fit is the same in any block, so a cluster may set 1 (one job per "
+        "mode, run in parallel); other models and recipes fit one mode per job (deviation D40)",
         ge=1,
         le=MAX_NETWORKS,
     )
