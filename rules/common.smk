@@ -289,7 +289,7 @@ def fit_params(wildcards):
     methods = methods_of(wildcards.experiment)
     registry, method = symbnn.methods.registry, wildcards.method
     described = registry.descriptor(method, methods)
-    blocks = symbnn.methods.registry.mode_blocks(method, methods)
+    blocks = mode_blocks(wildcards)
     params = {
         **registry.code_params(method, methods),
         "settings": registry.fit_settings(method, methods),
@@ -335,10 +335,16 @@ def predict_inputs(wildcards):
     return inputs
 
 
+def mode_blocks(wildcards):
+    """The modes of each fit job of the method: all in one block where it fits them in one
+    batched run (`methods.fit_block` splits it), else one job per mode."""
+    registry = symbnn.methods.registry
+    batched = registry.batched_fits(experiment_of(wildcards))
+    return registry.mode_blocks(wildcards.method, methods_of(wildcards.experiment), batched)
+
+
 def fit_blocks(wildcards):
-    methods = methods_of(wildcards.experiment)
-    blocks = symbnn.methods.registry.mode_blocks(wildcards.method, methods)
-    return [f"{b:03d}" for b in range(len(blocks))]
+    return [f"{b:03d}" for b in range(len(mode_blocks(wildcards)))]
 
 
 def method_variants(experiment):

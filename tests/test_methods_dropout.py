@@ -13,6 +13,7 @@ from conftest import assert_sample_contract, sample_with
 from symbnn.methods import dropout
 from symbnn.methods.base import Mode
 from symbnn.models import build_model
+from symbnn.train.batched import train_batched
 from symbnn.train.seeding import build_seeded_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -140,11 +141,15 @@ def test_sample_mode_contract_and_determinism(tiny_problem):
 
     plain, _ = train_one(OPTUNET, tiny_problem.recipe, tiny_problem.train, 0)
     assert not torch.equal(plain.fc1.weight.detach(), a["fc1.weight"][0])
-    # hooks were removed after training; with rate 0 the training is plain training
+    # hooks were removed after training; with rate 0 the training is plain training (the
+    # loop's for the loop, the batched trainer's for the fit, which takes it on an OptuNet)
     trained = dropout.train_with_dropout(tiny_problem, 0, 0.2, 1)
     assert all(not m._forward_pre_hooks for m in trained.modules()) and not trained.training
+    unmasked = dropout.train_with_dropout(tiny_problem, 0, 0.0, 1)
+    assert all(torch.equal(unmasked.state_dict()[n], t) for n, t in plain.state_dict().items())
     zero = sample_with("dropout", tiny_problem, mode, 1, {"rate": 0.0}, seed=0)
-    assert all(torch.equal(zero[n][0], t) for n, t in plain.state_dict().items())
+    batched, _, _ = train_batched(OPTUNET, tiny_problem.recipe, tiny_problem.train, [0])
+    assert all(torch.equal(zero[n][0], t[0]) for n, t in batched.items())
 
 
 @pytest.mark.parametrize(

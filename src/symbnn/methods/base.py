@@ -26,6 +26,7 @@ from torch import nn
 from symbnn.data.core import ImageData
 from symbnn.models import build_model
 from symbnn.settings import Recipe
+from symbnn.train.batched import hand_written
 
 
 @dataclass
@@ -88,24 +89,66 @@ def train_until_converged(
     attempt converges; without test data, the first attempt is kept unchecked. Each attempt's
     accuracy is appended to `record` (the workflow tells from them whether another threshold
     would keep another attempt: `symbnn.acceptance.retry_threshold`)."""
-    tried = []
-    retries = problem.retries
-    for attempt in range(retries + 1):
-        used = retry_seed(seed, attempt)
+    records = None if record is None else [record]
+    return train_modes_until_converged(
+        method, problem, [seed], lambda seeds: [train(seeds[0])], accuracy, records
+    )[0]
+
+
+def train_modes_until_converged(
+    method: str,
+    problem: Problem,
+    seeds: Sequence[int],
+    train: Callable[[list[int]], list[Any]],
+    accuracy: Callable[[Any], float],
+    records: Sequence[list[float]] | None = None,
+) -> list[tuple[Any, int, float]]:
+    """`train_until_converged` for several modes at once: ``train(seeds')`` trains one object
+    per seed (in one batched run), and each retry round trains again only the modes whose
+    object missed the threshold, each from its own next derived seed, so that a mode's
+    result is the one it gets alone. Returns (trained, seed used, accuracy) per mode; each
+    mode's attempts' accuracies are appended to its list in `records`."""
+    results: list[tuple[Any, int, float] | None] = [None] * len(seeds)
+    tried: list[list[str]] = [[] for _ in seeds]
+    pending = list(range(len(seeds)))
+    for attempt in range(problem.retries + 1):
+        used = [retry_seed(seeds[i], attempt) for i in pending]
         trained = train(used)
-        if problem.test is None:
-            return trained, used, float("nan")
-        score = accuracy(trained)
-        tried.append(f"{used}: {score:.3f}")
-        if record is not None:
-            record.append(float(score))
-        if score >= problem.min_accuracy:
-            return trained, used, score
+        missed = []
+        for i, seed_used, one in zip(pending, used, trained, strict=True):
+            if problem.test is None:
+                results[i] = (one, seed_used, float("nan"))
+                continue
+            score = accuracy(one)
+            tried[i].append(f"{seed_used}: {score:.3f}")
+            if records is not None:
+                records[i].append(float(score))
+            if score >= problem.min_accuracy:
+                results[i] = (one, seed_used, score)
+            else:
+                missed.append(i)
+        pending = missed
+        if not pending:
+            return results
+    first = pending[0]
+    others = f" (and from {len(pending) - 1} more mode seeds)" if len(pending) > 1 else ""
     raise RuntimeError(
-        f"{method}: no training from mode seed {seed} reached test accuracy "
-        f"{problem.min_accuracy} in {retries + 1} attempts (seed: accuracy {', '.join(tried)}); "
-        "raise methods.retries or check the method's settings"
+        f"{method}: no training from mode seed {seeds[first]}{others} reached test accuracy "
+        f"{problem.min_accuracy} in {problem.retries + 1} attempts (seed: accuracy "
+        f"{', '.join(tried[first])}); raise methods.retries or check the method's settings"
     )
+
+
+def fits_in_batch(problem: Problem, recipe: Recipe | None = None) -> bool:
+    """Whether a method fits `problem`'s modes in one batched run: the batched trainer has a
+    hand-written pass for the model, and `recipe` (default the problem's) no augmentation.
+    Else each mode is fitted by the loop trainer, one after another."""
+    return hand_written(problem.build(), problem.train, (recipe or problem.recipe).augment)
+
+
+def stacked_states(modes: Sequence[Mode], names: Sequence[str]) -> dict[str, torch.Tensor]:
+    """The modes' tensors `names`, stacked: name -> (len(modes), *shape)."""
+    return {name: torch.stack([mode.state[name] for mode in modes]) for name in names}
 
 
 def retried(problem: Problem, attempts: list[float]) -> dict[str, Any]:

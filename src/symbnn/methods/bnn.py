@@ -34,14 +34,16 @@ ELBO samples per step, weight decay disabled. Here mu starts at the mode seed's 
 weights (`build_seeded_model`), training runs `fit_module` with the experiment recipe
 changed by settings.recipe in the mode seed's data order (reparameterisation noise from
 a generator derived from the mode seed), and the `count` samples are independent draws from
-the trained q with a generator seeded by `seed`.
+the trained q with a generator seeded by `seed`. The modes of a block train together in the
+batched trainer where it has a hand-written pass for the model
+(`symbnn.methods.bnn_stacked`), else one by one (`train_bnn`, the reference).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -50,7 +52,16 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
-from symbnn.methods.base import Fitted, Mode, Problem, generator, retried, train_until_converged
+from symbnn.methods.base import (
+    Fitted,
+    Mode,
+    Problem,
+    fits_in_batch,
+    generator,
+    retried,
+    train_modes_until_converged,
+    train_until_converged,
+)
 from symbnn.methods.interface import Method
 from symbnn.settings import Bnn
 from symbnn.train.evaluate import accuracy
@@ -280,6 +291,16 @@ def train_converged_bnn(
     )
 
 
+def with_parameters(
+    q: MeanFieldBNN, mus: Sequence[torch.Tensor], rhos: Sequence[torch.Tensor]
+) -> MeanFieldBNN:
+    """`q` with its means and rhos set to `mus` and `rhos` (tensors in `q.names` order)."""
+    with torch.no_grad():
+        for param, value in zip([*q.mu, *q.rho], [*mus, *rhos], strict=True):
+            param.copy_(value)
+    return q
+
+
 def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(means, standard deviations) of q as state dicts on the CPU (buffers carry std 0)."""
     mean = {k: v.detach().cpu().clone() for k, v in q.net.state_dict().items()}
@@ -291,19 +312,59 @@ def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, 
 
 class BayesByBackprop(Method):
     def fit(self, problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
-        """Train q for seed `mode.seed` (mode.state is ignored), retrying fresh seeds until the
-        network at q's means reaches the target's convergence threshold: its means, rhos and
-        the network's buffers."""
-        attempts: list[float] = []
-        bnn, used, score = train_converged_bnn(problem, mode.seed, settings, record=attempts)
-        return {
-            "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
-            "mu": [m.detach().cpu() for m in bnn.mu],
-            "rho": [r.detach().cpu() for r in bnn.rho],
-            "train_seed": used,
-            "test_accuracy": score,
-            **retried(problem, attempts),
-        }
+        """`fit_modes` at one mode."""
+        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
+
+    def fit_modes(
+        self,
+        problem: Problem,
+        modes: list[Mode],
+        settings: Bnn,
+        seeds: list[int],
+        counts: list[int | None],
+    ) -> list[Fitted]:
+        """Train q for each mode's seed (the modes' states are ignored), retrying fresh seeds
+        for the modes whose network at q's means misses the target's convergence threshold:
+        their means, rhos and the network's buffers."""
+        recipe = settings.recipe.apply(problem.recipe)  # fail before training
+        if fits_in_batch(problem, recipe):
+            from symbnn.methods.bnn_stacked import train_bnn_batched  # it imports this module
+
+            def train(seeds: list[int]) -> list[MeanFieldBNN]:
+                fitted = train_bnn_batched(problem, seeds, settings, progress=True)
+                return [
+                    with_parameters(
+                        variational_model(problem, s, settings),
+                        list(mu.values()),
+                        list(rho.values()),
+                    )
+                    for s, (mu, rho) in zip(seeds, fitted, strict=True)
+                ]
+        else:
+
+            def train(seeds: list[int]) -> list[MeanFieldBNN]:
+                return [train_bnn(problem, s, settings) for s in seeds]
+
+        attempts: list[list[float]] = [[] for _ in modes]
+        trained = train_modes_until_converged(
+            "bnn",
+            problem,
+            [mode.seed for mode in modes],
+            train,
+            lambda q: mean_accuracy(q, problem.test, problem.device),
+            attempts,
+        )
+        return [
+            {
+                "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
+                "mu": [m.detach().cpu() for m in bnn.mu],
+                "rho": [r.detach().cpu() for r in bnn.rho],
+                "train_seed": used,
+                "test_accuracy": score,
+                **retried(problem, tries),
+            }
+            for (bnn, used, score), tries in zip(trained, attempts, strict=True)
+        ]
 
     def draw(
         self, problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
@@ -311,9 +372,7 @@ class BayesByBackprop(Method):
         """`count` independent draws from the trained q."""
         bnn = variational_model(problem, 0, settings)
         bnn.net.load_state_dict(fitted["net"])
-        with torch.no_grad():
-            for param, value in zip([*bnn.mu, *bnn.rho], [*fitted["mu"], *fitted["rho"]]):
-                param.copy_(value)
+        with_parameters(bnn, fitted["mu"], fitted["rho"])
         return bnn.eval().sample_states(count, generator(seed))
 
 
@@ -327,6 +386,7 @@ __all__ = [
     "gaussian_nll",
     "MeanFieldBNN",
     "gaussian_state",
+    "with_parameters",
     "train_converged_bnn",
     "noise_generator",
     "variational_model",

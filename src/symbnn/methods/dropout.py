@@ -21,9 +21,12 @@ Posteriors" (ICLR 2024), appendix B.1: dropout with rate 0.2 on the last layer f
 training, so a mode's trained state is ignored: the network is trained from scratch from the
 mode seed's initial weights (`build_seeded_model`) with the experiment's recipe and the
 mode seed's data order, with inverted dropout on the inputs of the last `layers` nn.Linear
-layers (forward pre-hooks, removed after training; their masks come from a generator seeded
-by the mode seed). Sample masks come from a generator seeded by `seed`, one sample after
-another, so the first k samples do not depend on `count`.
+layers (their masks come from a generator seeded by the mode seed). The modes of a block
+train together in the batched trainer where it has a hand-written pass for the model
+(`train_with_dropout_batched`: each model's masks from its own generator, drawn as the loop
+draws them), else one by one in the loop trainer with forward pre-hooks
+(`train_with_dropout`, the reference). Sample masks come from a generator seeded by `seed`,
+one sample after another, so the first k samples do not depend on `count`.
 """
 
 from __future__ import annotations
@@ -35,12 +38,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from symbnn.methods.base import Fitted, Mode, Problem, generator, retried, train_until_converged
+from symbnn.methods.base import (
+    Fitted,
+    Mode,
+    Problem,
+    fits_in_batch,
+    generator,
+    retried,
+    train_modes_until_converged,
+)
 from symbnn.methods.interface import Method
 from symbnn.settings import Dropout
-from symbnn.train.evaluate import accuracy
+from symbnn.train.batched import train_batched
+from symbnn.train.evaluate import accuracy, unstack
 from symbnn.train.loop import fit_module
 from symbnn.train.seeding import build_seeded_model, check_seed
+from symbnn.train.stepping import Masks
 
 _TRAIN_STREAM = 0x64726F70  # "drop": tags the training-mask stream derived from the mode seed
 
@@ -77,21 +90,86 @@ def add_training_dropout(
     return [m.register_forward_pre_hook(hook) for m in modules]
 
 
+def mask_generator(seed: int, device: torch.device | str) -> torch.Generator:
+    """The training-mask stream of seed `seed` (independent of its init and order streams)."""
+    entropy = np.random.SeedSequence([check_seed(seed), _TRAIN_STREAM])
+    return generator(int(entropy.generate_state(1, dtype=np.uint64)[0]) >> 1, device)
+
+
 def train_with_dropout(problem: Problem, seed: int, rate: float, layers: int) -> nn.Module:
     """Seed `seed`'s network trained with the experiment recipe and inverted dropout on the
-    inputs of its last `layers` linear layers; returned hook-free, in eval mode."""
+    inputs of its last `layers` linear layers; returned hook-free, in eval mode (the loop
+    trainer: the reference)."""
     model = build_seeded_model(problem.model_spec, seed)
     targets = [m for _, m in dropout_layers(model, layers)]
     model = model.to(problem.device)
-    entropy = np.random.SeedSequence([check_seed(seed), _TRAIN_STREAM])
-    gen = generator(int(entropy.generate_state(1, dtype=np.uint64)[0]) >> 1, problem.device)
-    handles = add_training_dropout(targets, rate, gen)
+    handles = add_training_dropout(targets, rate, mask_generator(seed, problem.device))
     try:
         fit_module(model, problem.recipe, problem.train, seed, problem.device)
     finally:
         for handle in handles:
             handle.remove()
     return model.eval()
+
+
+def stacked_dropout(
+    seeds: Sequence[int],
+    rate: float,
+    inputs: Sequence[tuple[str, int]],
+    device: torch.device | str,
+    dtype: torch.dtype = torch.float32,
+) -> Masks:
+    """The batched trainer's dropout factors (`symbnn.train.stepping.Masks`) for the models of
+    `seeds`: per layer (name, in_features) of `inputs`, in forward order, each model's
+    keep-mask of the step drawn from its seed's mask stream as `add_training_dropout` draws
+    it, times 1/(1 - rate)."""
+    gens = [mask_generator(seed, device) for seed in seeds]
+    scale = _scale(rate, dtype, device)
+
+    def draw(models: range, batch: int) -> dict[str, torch.Tensor]:
+        keeps = [
+            [
+                torch.rand((batch, width), generator=gens[m], device=device, dtype=dtype) >= rate
+                for _, width in inputs
+            ]
+            for m in models
+        ]
+        return {
+            name: torch.stack([keep[l] for keep in keeps]).to(dtype) * scale
+            for l, (name, _) in enumerate(inputs)
+        }
+
+    return draw
+
+
+def train_with_dropout_batched(
+    problem: Problem,
+    seeds: Sequence[int],
+    rate: float,
+    layers: int,
+    chunk: int | None = None,
+    progress: bool = False,
+) -> list[nn.Module]:
+    """`train_with_dropout` for every seed in one batched run (the model needs a hand-written
+    pass): the networks, in eval mode. Each seed's network is what it gets alone."""
+    targets = dropout_layers(problem.build(), layers)
+    masks = None
+    if rate > 0:  # as the hooks, which draw nothing at rate 0
+        masks = stacked_dropout(
+            seeds, rate, [(n, m.in_features) for n, m in targets], problem.device
+        )
+    params, _, _ = train_batched(
+        problem.model_spec,
+        problem.recipe,
+        problem.train,
+        seeds,
+        problem.device,
+        progress,
+        chunk,
+        masks=masks,
+        desc="fit dropout",
+    )
+    return [problem.build(unstack(params, k)).eval() for k in range(len(seeds))]
 
 
 def draw_masks(
@@ -140,26 +218,49 @@ def sample_trained(
 
 class McDropout(Method):
     def fit(self, problem: Problem, mode: Mode, settings: Dropout, seed: int, count: int) -> Fitted:
-        """Train seed `mode.seed` with dropout (mode.state is ignored), retrying fresh seeds
-        until the network (dropout off) reaches the target's convergence threshold: its
-        weights."""
+        """`fit_modes` at one mode."""
+        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
+
+    def fit_modes(
+        self,
+        problem: Problem,
+        modes: list[Mode],
+        settings: Dropout,
+        seeds: list[int],
+        counts: list[int | None],
+    ) -> list[Fitted]:
+        """Train each mode's seed with dropout (the modes' states are ignored), retrying fresh
+        seeds for the modes whose network (dropout off) misses the target's convergence
+        threshold: their weights."""
         dropout_layers(problem.build(), settings.layers)  # validate before training
-        attempts: list[float] = []
-        model, used, score = train_until_converged(
+        rate, layers = settings.rate, settings.layers
+        if fits_in_batch(problem):
+
+            def train(seeds: list[int]) -> list[nn.Module]:
+                return train_with_dropout_batched(problem, seeds, rate, layers, progress=True)
+        else:
+
+            def train(seeds: list[int]) -> list[nn.Module]:
+                return [train_with_dropout(problem, s, rate, layers) for s in seeds]
+
+        attempts: list[list[float]] = [[] for _ in modes]
+        trained = train_modes_until_converged(
             "dropout",
             problem,
-            mode.seed,
-            lambda s: train_with_dropout(problem, s, settings.rate, settings.layers),
+            [mode.seed for mode in modes],
+            train,
             lambda m: accuracy(m, problem.test, problem.device),
             attempts,
         )
-        state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
-        return {
-            "state": state,
-            "train_seed": used,
-            "test_accuracy": score,
-            **retried(problem, attempts),
-        }
+        return [
+            {
+                "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
+                "train_seed": used,
+                "test_accuracy": score,
+                **retried(problem, tries),
+            }
+            for (model, used, score), tries in zip(trained, attempts, strict=True)
+        ]
 
     def draw(
         self, problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
@@ -172,7 +273,10 @@ class McDropout(Method):
 __all__ = [
     "dropout_layers",
     "add_training_dropout",
+    "mask_generator",
+    "stacked_dropout",
     "train_with_dropout",
+    "train_with_dropout_batched",
     "draw_masks",
     "fold_masks",
     "sample_trained",

@@ -4,14 +4,17 @@
   (config key and results folder), label (its Table 1 row), settings section, how its samples
   are drawn (`samples_at_fit`, `members`, `variants`), which settings only the draws or the
   predictions read, whether its fit trains a network of its own that must pass the pool's
-  acceptance rule (`trains_from_scratch`), and the import path of its implementation. The
+  acceptance rule (`trains_from_scratch`), whether it fits a block of modes in one batched
+  run (`batched_fit`), and the import path of its implementation. The
   shipped methods' descriptors sit beside their settings (`symbnn.settings.methods.SHIPPED`);
   a method of the user's own describes itself by the class attributes of `Method`.
-- `Method`: the implementation, loaded only inside jobs: `fit` at one mode, `draw` samples
-  from a fit (`symbnn.methods.base` has the Problem and Mode they take).
+- `Method`: the implementation, loaded only inside jobs: `fit` at one mode (`fit_modes` at
+  a block of them), `draw` samples from a fit (`symbnn.methods.base` has the Problem and Mode
+  they take).
 
 `Descriptor.draw_plan` splits a variant's samples among the modes (or members); the Snakefile
-plans one fit job per block of modes and one draw job per variant from it.
+plans one fit job per block of modes (`Descriptor.mode_blocks`) and one draw job per variant
+from it.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class Descriptor:
     - members: a sample is one converged pool network as trained (Deep Ensembles): replicate
       r takes n_samples consecutive members from r * stride (its settings' `stride`, none:
       n_samples), one sample per member, all members fitted by one job;
+    - batched_fit: its `Method.fit_modes` fits a block of modes in one batched run where the
+      model has a hand-written stacked pass, each mode's fit the same as alone: the workflow
+      then fits all modes in one job (`methods.fit_block` splits them), else one job a mode;
     - sampling_keys / prediction_keys: settings read only when drawing / predicting (changing
       them redraws the samples / repredicts, and refits nothing)."""
 
@@ -74,6 +80,7 @@ class Descriptor:
     trains_from_scratch: bool = False
     samples_at_fit: bool = False
     members: bool = False
+    batched_fit: bool = False
     variants: tuple[str, ...] = VARIANTS
     sampling_keys: tuple[str, ...] = ()
     prediction_keys: tuple[str, ...] = ()
@@ -146,11 +153,20 @@ class Descriptor:
                 need[draw.mode] = max(need.get(draw.mode, 0), draw.skip + draw.count)
         return [need.get(mode, 0) for mode in range(max(need) + 1)]
 
-    def mode_blocks(self, methods: Methods, settings: Section) -> list[list[int]]:
-        """The mode indices each fit job handles: one job per mode for the methods that fit,
-        one for every member (they only copy weights)."""
+    def mode_blocks(
+        self, methods: Methods, settings: Section, batched: bool = False
+    ) -> list[list[int]]:
+        """The mode indices each fit job handles: one job for every member (they only copy
+        weights); blocks of `methods.fit_block` modes (none: all) for a method that fits in a
+        batch when the model trains `batched` (`symbnn.methods.registry.batched_fits`); else
+        one job per mode."""
         n_modes = len(self.fit_counts(methods, settings))
-        return [list(range(n_modes))] if self.members else [[k] for k in range(n_modes)]
+        if self.members:
+            return [list(range(n_modes))]
+        if self.batched_fit and batched:
+            size = methods.fit_block or n_modes
+            return [list(range(s, min(s + size, n_modes))) for s in range(0, n_modes, size)]
+        return [[k] for k in range(n_modes)]
 
     def predictive(self, settings: Section) -> str:
         """How the metrics predict with the samples: "sampled" (each sample's network as is)
@@ -171,6 +187,9 @@ class Method:
     (`symbnn.methods.base.Problem` and `Mode`) and returns it as tensors, numbers and strings
     in dicts and lists (saved as a safetensors tree by `symbnn.treefile`, never pickled);
     ``count`` is the number of samples the fit must draw when ``samples_at_fit`` (else None).
+    ``fit_modes(problem, modes, settings, seeds, counts)`` fits a block of modes (by default
+    one `fit` after another); a method with ``batched_fit`` fits them in one batched run,
+    each mode's fit what `fit` gives it alone.
     ``draw(problem, fitted, count, settings, seed)`` returns ``count`` samples, a stacked
     state dict of the experiment's model: name -> (count, *shape).
 
@@ -186,12 +205,27 @@ class Method:
     trains_from_scratch: ClassVar[bool] = False
     samples_at_fit: ClassVar[bool] = False
     members: ClassVar[bool] = False
+    batched_fit: ClassVar[bool] = False
     variants: ClassVar[tuple[str, ...]] = VARIANTS
     sampling_keys: ClassVar[tuple[str, ...]] = ()
     prediction_keys: ClassVar[tuple[str, ...]] = ()
 
     def fit(self, problem: Any, mode: Any, settings: Any, seed: int, count: int | None) -> dict:
         raise NotImplementedError(f"{type(self).__name__} does not define fit")
+
+    def fit_modes(
+        self,
+        problem: Any,
+        modes: list[Any],
+        settings: Any,
+        seeds: list[int],
+        counts: list[int | None],
+    ) -> list[dict]:
+        """`fit` at each of `modes` with its seed and count, in order."""
+        return [
+            self.fit(problem, mode, settings, seed, count)
+            for mode, seed, count in zip(modes, seeds, counts, strict=True)
+        ]
 
     def draw(self, problem: Any, fitted: dict, count: int, settings: Any, seed: int) -> dict:
         raise NotImplementedError(f"{type(self).__name__} does not define draw")
@@ -223,6 +257,7 @@ def describe(name: str, path: str, cls: Any) -> Descriptor:
             trains_from_scratch=bool(cls.trains_from_scratch),
             samples_at_fit=bool(cls.samples_at_fit),
             members=bool(cls.members),
+            batched_fit=bool(cls.batched_fit),
             variants=tuple(cls.variants),
             sampling_keys=tuple(cls.sampling_keys),
             prediction_keys=tuple(cls.prediction_keys),

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from symbnn import trust
 from symbnn.methods.interface import Descriptor, Draw, Method, describe, split_counts
-from symbnn.settings import Methods, Section
+from symbnn.settings import Experiment, Methods, Section
 from symbnn.settings.methods import SHIPPED, ImportedMethod
 
 METHOD_NAMES = tuple(d.name for d in SHIPPED)
@@ -30,6 +30,7 @@ __all__ = [
     "LABELS",
     "METHOD_NAMES",
     "SHIPPED",
+    "batched_fits",
     "check_method",
     "check_variant",
     "code_params",
@@ -142,9 +143,17 @@ def fit_counts(method: str, methods: Methods) -> list[int]:
     return descriptor(method, methods).fit_counts(methods, settings_of(method, methods))
 
 
-def mode_blocks(method: str, methods: Methods) -> list[list[int]]:
-    """The mode indices each fit job handles."""
-    return descriptor(method, methods).mode_blocks(methods, settings_of(method, methods))
+def batched_fits(experiment: Experiment) -> bool:
+    """Whether the methods that fit in a batch fit the experiment's modes in one batched run:
+    its model has a hand-written stacked pass and its recipe no augmentation (what
+    `symbnn.train.batched.hand_written` checks on the built model, inside the fit jobs)."""
+    return experiment.model.HAND_WRITTEN and experiment.recipe.augment == "none"
+
+
+def mode_blocks(method: str, methods: Methods, batched: bool = False) -> list[list[int]]:
+    """The mode indices each fit job handles (`batched`: `batched_fits` of the experiment)."""
+    described = descriptor(method, methods)
+    return described.mode_blocks(methods, settings_of(method, methods), batched)
 
 
 def samples_at_fit(method: str, methods: Methods | None = None) -> bool:

@@ -1,8 +1,10 @@
 """Sampling: a method fitted at its modes, then its samples drawn from the fits.
 
-The workflow runs one fit job per (experiment, method, block of modes): one mode per block
-for the methods that train (so the modes fit in parallel on a cluster), one block for all
-Deep Ensemble members (they only copy weights). Both variants draw from the same fits: the
+The workflow runs one fit job per (experiment, method, block of modes): one block for all
+the modes of a method that fits them in one batched run (on the models the batched trainer
+has a hand-written pass for; `methods.fit_block` splits it), one mode per block for the
+other methods that train (so the modes fit in parallel on a cluster), one block for all Deep
+Ensemble members (they only copy weights). Both variants draw from the same fits: the
 multi-mode variant its share of the samples at each mode, the single-mode variant all
 n_samples at every mode (one single-mode posterior per mode, reported over the modes). One
 draw job per variant writes the variant's sample store, so a setting used only when drawing
@@ -23,7 +25,7 @@ from symbnn.device import resolve_device
 from symbnn.methods.base import Fitted, Problem, concat_states
 from symbnn.methods.interface import Descriptor, Draw
 from symbnn.methods.pool import select_mode
-from symbnn.methods.registry import descriptor, implementation, settings_of
+from symbnn.methods.registry import batched_fits, descriptor, implementation, settings_of
 from symbnn.progress import progress
 from symbnn.settings import Data, Experiment, Recipe, Section
 from symbnn.store import Store, StoreWriter, open_store
@@ -86,14 +88,25 @@ def fit_block(
 ) -> BlockFits:
     """Fit the method at each mode k of `modes` (the pool's k-th converged network,
     `converged` listing the converged rows), drawing from seed `seed + k`. `counts` (samples
-    per mode, `fit_counts`) matters only to methods that draw their samples while fitting."""
-    fit = implementation(method).fit
-    seeds, fits = [], []
-    for k in progress(modes, desc=f"fit {method.name}", unit="mode"):
+    per mode, `fit_counts`) matters only to methods that draw their samples while fitting. A
+    method that fits in a batch gets the whole block at once (`Method.fit_modes`)."""
+    fitter = implementation(method)
+    asked = [None if counts is None else counts[k] for k in modes]
+    if method.batched_fit:
+        selected = [select_mode(pool_path, converged, k) for k in modes]
+        seeds = [seed + k for k in modes]
+        fits = fitter.fit_modes(problem, selected, settings, seeds, asked)
+        if len(fits) != len(modes):
+            raise ValueError(
+                f"{method.name}: fit_modes returned {len(fits)} fits for {len(modes)} modes"
+            )
+        return BlockFits(list(modes), [mode.seed for mode in selected], list(fits))
+    pool_seeds, fits = [], []
+    for k, count in progress(list(zip(modes, asked)), desc=f"fit {method.name}", unit="mode"):
         mode = select_mode(pool_path, converged, k)
-        fits.append(fit(problem, mode, settings, seed + k, None if counts is None else counts[k]))
-        seeds.append(mode.seed)
-    return BlockFits(list(modes), seeds, fits)
+        fits.append(fitter.fit(problem, mode, settings, seed + k, count))
+        pool_seeds.append(mode.seed)
+    return BlockFits(list(modes), pool_seeds, fits)
 
 
 def save_fits(fits: BlockFits, path: str | os.PathLike) -> None:
@@ -192,7 +205,7 @@ def sample_store(
     counts = described.fit_counts(methods, settings)
     blocks = [
         fit_block(problem, described, settings, modes, methods.seed, counts, pool_path, converged)
-        for modes in described.mode_blocks(methods, settings)
+        for modes in described.mode_blocks(methods, settings, batched_fits(experiment))
     ]
     plan = described.draw_plan(variant, methods, settings)
     state, info = draw_samples(

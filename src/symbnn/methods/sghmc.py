@@ -30,6 +30,11 @@ data-order seed derived from (mode.seed, seed) and the recipe's augmentation; th
 noise and velocity draws come from a torch generator seeded with `seed`, the Gamma draws from
 a numpy generator derived from it. Forward passes run in train mode, so BatchNorm running
 statistics keep tracking the chain and each sample stores the buffers current at that step.
+
+The chains of a block of modes run together in the batched trainer where it has a
+hand-written pass for the model (`chains_batched`: the stacked pass gives every chain's
+minibatch gradient, and each chain's own sampler moves it), else one by one with
+`functional_call` and autograd (`chain`, the reference).
 """
 
 from __future__ import annotations
@@ -42,7 +47,16 @@ import torch
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from symbnn.methods.base import Fitted, Mode, Problem, check_count, fitted_samples, generator
+from symbnn.methods.base import (
+    Fitted,
+    Mode,
+    Problem,
+    check_count,
+    fits_in_batch,
+    fitted_samples,
+    generator,
+    stacked_states,
+)
 from symbnn.methods.interface import Method
 from symbnn.methods.sghmc_dynamics import (
     GammaHyperprior,
@@ -52,7 +66,10 @@ from symbnn.methods.sghmc_dynamics import (
 )
 from symbnn.methods.sghmc_dynamics import sghmc_step as sghmc_step  # the momentum core
 from symbnn.settings import Recipe, Sghmc
+from symbnn.train.batched import train_batched
+from symbnn.train.flat import FlatStack
 from symbnn.train.loop import seed_batches
+from symbnn.train.stepping import Step
 
 NAME = "sghmc"
 
@@ -128,8 +145,26 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
 
 class SghmcChains(Method):
     def fit(self, problem: Problem, mode: Mode, settings: Sghmc, seed: int, count: int) -> Fitted:
-        """The chain from `mode`: its `count` samples."""
-        return {"samples": chain(problem, mode, count, settings, seed)}
+        """`fit_modes` at one mode."""
+        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
+
+    def fit_modes(
+        self,
+        problem: Problem,
+        modes: list[Mode],
+        settings: Sghmc,
+        seeds: list[int],
+        counts: list[int | None],
+    ) -> list[Fitted]:
+        """The chain from each mode (with its seed): its `count` samples."""
+        if fits_in_batch(problem):
+            chains = chains_batched(problem, modes, counts, settings, seeds, progress=True)
+        else:
+            chains = [
+                chain(problem, m, c, settings, s)
+                for m, c, s in zip(modes, counts, seeds, strict=True)
+            ]
+        return [{"samples": samples} for samples in chains]
 
     def draw(
         self, problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
@@ -200,16 +235,7 @@ def chain(
         return grad.mul_(n_train)
 
     def snapshot() -> dict[str, torch.Tensor]:
-        if not torch.isfinite(theta).all():
-            raise RuntimeError(
-                f"{NAME}: the {cfg.variant} chain diverged (non-finite weights); lower lr "
-                f"(now {moves.lr}) or raise friction (now {moves.friction})"
-            )
-        views = dict(zip(names, (t.view(s) for t, s in zip(theta.split(sizes), shapes))))
-        return {
-            name: views.get(name, tensor).detach().to("cpu", copy=True)
-            for name, tensor in model.state_dict().items()
-        }
+        return state_of(theta, moves, cfg, names, shapes, model.state_dict())
 
     epochs = math.ceil((plan.burn_in + count * plan.spacing) / plan.steps_per_epoch)
     batches = seed_batches(
@@ -229,3 +255,86 @@ def chain(
                 break
     assert len(samples) == count
     return {name: torch.stack([s[name] for s in samples]) for name in samples[0]}
+
+
+def state_of(
+    theta: torch.Tensor,
+    moves: MomentumSghmc | ScaleAdaptedSghmc,
+    cfg: Sghmc,
+    names: list[str],
+    shapes: list[torch.Size],
+    state: dict[str, torch.Tensor],
+) -> dict[str, torch.Tensor]:
+    """A sample: the model's `state` with the parameters `names` from the flat `theta`, a CPU
+    copy; raises if the chain has diverged."""
+    if not torch.isfinite(theta).all():
+        raise RuntimeError(
+            f"{NAME}: the {cfg.variant} chain diverged (non-finite weights); lower lr "
+            f"(now {moves.lr}) or raise friction (now {moves.friction})"
+        )
+    sizes = [math.prod(shape) for shape in shapes]
+    views = dict(zip(names, (t.view(s) for t, s in zip(theta.split(sizes), shapes))))
+    return {
+        name: views.get(name, tensor).detach().to("cpu", copy=True)
+        for name, tensor in state.items()
+    }
+
+
+def chains_batched(
+    problem: Problem,
+    modes: list[Mode],
+    counts: list[int],
+    cfg: Sghmc,
+    seeds: list[int],
+    chunk: int | None = None,
+    progress: bool = False,
+) -> list[dict[str, torch.Tensor]]:
+    """`chain` from every mode (with its count and seed) in one batched run (the model needs
+    a hand-written pass): the stacked pass gives each chain's minibatch gradient, each
+    chain's own sampler moves it. Per mode, its samples."""
+    counts = [check_count(NAME, c) for c in counts]
+    device = torch.device(problem.device)
+    template = problem.build()
+    names = [name for name, _ in template.named_parameters()]
+    shapes = [p.shape for _, p in template.named_parameters()]
+    sizes = [p.numel() for p in template.parameters()]
+    n_train = len(problem.train)
+    plan = schedule(cfg, problem.recipe, n_train)
+    for count in counts:
+        plan.check(count)
+    # the chains' parameters, flat and unpadded (a row per chain, each row its sampler's theta)
+    thetas = torch.stack(
+        [torch.cat([mode.state[name].reshape(-1) for name in names]) for mode in modes]
+    ).to(device, torch.float32)
+    moves = [
+        sampler(cfg, thetas[k], sizes, problem, plan.burn_in, seed) for k, seed in enumerate(seeds)
+    ]
+    samples: list[list[dict[str, torch.Tensor]]] = [[] for _ in modes]
+    state = template.state_dict()
+
+    def update(step: Step, models: range, params: FlatStack, grads: FlatStack) -> None:
+        likelihood = grads.packed().mul_(n_train)  # of N * mean minibatch cross-entropy
+        for row, grad in zip(models, likelihood):
+            moves[row].step(grad)
+        params.unpack_(thetas[models.start : models.stop])
+        if plan.is_sample(step.number):
+            for row in models:
+                if len(samples[row]) < counts[row]:
+                    samples[row].append(
+                        state_of(thetas[row], moves[row], cfg, names, shapes, state)
+                    )
+
+    train_batched(
+        problem.model_spec,
+        problem.recipe.replace(batch_size=plan.batch_size),
+        problem.train,
+        [data_order_seed(mode.seed, seed) for mode, seed in zip(modes, seeds, strict=True)],
+        device,
+        progress,
+        chunk,
+        initial=stacked_states(modes, names),
+        update=update,
+        steps=plan.burn_in + max(counts) * plan.spacing,
+        desc="fit sghmc",
+    )
+    return [{name: torch.stack([s[name] for s in chain]) for name in state} for chain in samples]

@@ -29,6 +29,11 @@ covariance, which halves both terms, is scale 0.5). The low-rank term needs R >=
 gives SWAG-Diagonal, theta_SWA + s^(1/2) Sigma_diag^(1/2) z1. `SwagMoments` implements the
 moments and this sampler on flat vectors.
 
+The modes of a block are fitted together in the batched trainer where it has a hand-written
+pass for the model (`fit_swag_batched`: the same schedule, data orders and snapshots, each
+mode's run what it is alone), else one by one with `torch.optim.SGD` (`fit_swag`, the
+reference).
+
 Only parameters follow the Gaussian. When the model has BatchNorm layers and `bn_update` is
 true, every sample's running statistics are recomputed by one pass over the training data
 (in order, without augmentation) in train mode without gradients, each batch weighted by its
@@ -46,11 +51,23 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from symbnn.methods.base import Fitted, Mode, Problem, check_count, generator
+from symbnn.methods.base import (
+    Fitted,
+    Mode,
+    Problem,
+    check_count,
+    fits_in_batch,
+    generator,
+    stacked_states,
+)
 from symbnn.methods.interface import Method
 from symbnn.settings import Recipe, Swag
+from symbnn.train.batched import train_batched
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
+from symbnn.train.evaluate import unstack
+from symbnn.train.flat import FlatStack
 from symbnn.train.loop import seed_batches
+from symbnn.train.stepping import Step
 
 NAME = "swag"
 _DATA_ORDER_TAG = 0x5357  # "SW": separates this method's data-order seeds from others'
@@ -221,17 +238,85 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
         optimizer.step()
         if step in collect_at:
             moments.collect(torch.cat([p.detach().reshape(-1) for p in params]))
-    if not torch.isfinite(moments.mean).all():
-        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {lrs[-1]})")
+    check_finite(moments, lrs[-1])
     return model, moments
+
+
+def check_finite(moments: SwagMoments, lr: float) -> None:
+    if not torch.isfinite(moments.mean).all():
+        raise RuntimeError(f"{NAME}: SGD diverged (non-finite weights); lower lr (now {lr})")
+
+
+def fit_swag_batched(
+    problem: Problem,
+    modes: list[Mode],
+    cfg: Swag,
+    seeds: list[int],
+    chunk: int | None = None,
+    progress: bool = False,
+) -> list[tuple[nn.Module, SwagMoments]]:
+    """`fit_swag` at every mode (with its seed) in one batched run (the model needs a
+    hand-written pass): per mode, the model at its last iterate and its moments."""
+    device = torch.device(problem.device)
+    recipe = problem.recipe
+    template = problem.build()
+    dim = sum(p.numel() for p in template.parameters())
+    per_epoch = math.ceil(len(problem.train) / recipe.batch_size)
+    lrs, collect_at = schedule(cfg, recipe, per_epoch)
+    rank = min(cfg.rank, cfg.snapshots)
+    moments = [SwagMoments(dim, rank, device, deviation_dtype=torch.float32) for _ in modes]
+
+    def collect(step: Step, models: range, params: FlatStack) -> None:
+        if step.number in collect_at:
+            for row, vector in zip(models, params.packed()):
+                moments[row].collect(vector)
+
+    names = [name for name, _ in template.named_parameters()]
+    params, _, _ = train_batched(
+        problem.model_spec,
+        recipe,
+        problem.train,
+        [data_order_seed(mode.seed, seed) for mode, seed in zip(modes, seeds, strict=True)],
+        device,
+        progress,
+        chunk,
+        initial=stacked_states(modes, names),
+        lr=lambda step: lrs[step.number - 1],
+        on_step=collect,
+        steps=len(lrs),
+        desc="fit swag",
+    )
+    for m in moments:
+        check_finite(m, lrs[-1])
+    return [(problem.build(unstack(params, k)), moments[k]) for k in range(len(modes))]
 
 
 class SwagGaussian(Method):
     def fit(self, problem: Problem, mode: Mode, settings: Swag, seed: int, count: int) -> Fitted:
-        """The SWAG moments at `mode` and the network at the last SGD iterate (its buffers)."""
-        model, moments = fit_swag(problem, mode, settings, seed)
-        state = {name: t.detach().cpu() for name, t in model.state_dict().items()}
-        return {"state": state, "moments": moments.to_dict()}
+        """`fit_modes` at one mode."""
+        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
+
+    def fit_modes(
+        self,
+        problem: Problem,
+        modes: list[Mode],
+        settings: Swag,
+        seeds: list[int],
+        counts: list[int | None],
+    ) -> list[Fitted]:
+        """The SWAG moments at each mode and the network at its last SGD iterate (its
+        buffers)."""
+        if fits_in_batch(problem):
+            fitted = fit_swag_batched(problem, modes, settings, seeds, progress=True)
+        else:
+            fitted = [fit_swag(problem, m, settings, s) for m, s in zip(modes, seeds, strict=True)]
+        return [
+            {
+                "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
+                "moments": moments.to_dict(),
+            }
+            for model, moments in fitted
+        ]
 
     def draw(
         self, problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int

@@ -271,15 +271,31 @@ SHIPPED = (
         Dropout,
         "symbnn.methods.dropout:McDropout",
         trains_from_scratch=True,
+        batched_fit=True,
     ),
-    Descriptor("bnn", "BNN", Bnn, "symbnn.methods.bnn:BayesByBackprop", trains_from_scratch=True),
-    Descriptor("sghmc", "SGHMC", Sghmc, "symbnn.methods.sghmc:SghmcChains", samples_at_fit=True),
+    Descriptor(
+        "bnn",
+        "BNN",
+        Bnn,
+        "symbnn.methods.bnn:BayesByBackprop",
+        trains_from_scratch=True,
+        batched_fit=True,
+    ),
+    Descriptor(
+        "sghmc",
+        "SGHMC",
+        Sghmc,
+        "symbnn.methods.sghmc:SghmcChains",
+        samples_at_fit=True,
+        batched_fit=True,
+    ),
     Descriptor(
         "swag",
         "SWAG",
         Swag,
         "symbnn.methods.swag:SwagGaussian",
         sampling_keys=("scale", "bn_update"),
+        batched_fit=True,
     ),
     Descriptor(
         "laplace",
@@ -371,6 +387,15 @@ class Methods(Section):
         "reaches posterior.min_accuracy",
         ge=0,
         le=1000,
+    )
+    fit_block: int | None = setting(
+        None,
+        "modes per fit job of the methods that fit their modes in one batched run (dropout, "
+        "bnn, sghmc, swag, on an OptuNet or MLP without augmentation); none: all modes in one "
+        "job. A mode's fit is the same in any block, so a cluster may set 1 (one job per "
+        "mode, run in parallel); other models and recipes fit one mode per job (deviation D40)",
+        ge=1,
+        le=MAX_NETWORKS,
     )
     predict_batch: int = setting(
         1000, "test images per forward pass when predicting", ge=1, le=MAX_BATCH

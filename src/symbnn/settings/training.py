@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from symbnn.settings.base import (
     MAX_BATCH,
@@ -75,7 +75,12 @@ class Data(Section):
 class ModelSection(Section):
     """A model spec: ``name`` picks the architecture, the other keys are its constructor's
     options; an option left out takes the architecture's own default (one place: the model
-    class), so the spec, as stores record it, holds only what was chosen."""
+    class), so the spec, as stores record it, holds only what was chosen. `HAND_WRITTEN`:
+    the batched trainer has a hand-written stacked pass for the architecture
+    (`symbnn.train.batched.hand_written`, without augmentation), so the methods fit all its
+    modes in one batched run."""
+
+    HAND_WRITTEN: ClassVar[bool] = False
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in super().to_dict().items() if value is not None}
@@ -93,6 +98,7 @@ def _in_channels() -> Any:
 @dataclasses.dataclass(frozen=True)
 class OptunetModel(ModelSection):
     DOC = "OptuNet, the paper's small MNIST CNN with a grouped second convolution"
+    HAND_WRITTEN: ClassVar[bool] = True
     name: Literal["optunet"] = setting(doc="architecture")
     in_channels: int | None = _in_channels()
     num_classes: int | None = _num_classes()
@@ -112,6 +118,7 @@ class OptunetModel(ModelSection):
 @dataclasses.dataclass(frozen=True)
 class MlpModel(ModelSection):
     DOC = "a ReLU multilayer perceptron (inputs flattened)"
+    HAND_WRITTEN: ClassVar[bool] = True
     name: Literal["mlp"] = setting(doc="architecture")
     widths: tuple[int, ...] = setting(
         doc="input, hidden and output widths", ge=1, min_items=2, le=MAX_WIDTH

@@ -31,10 +31,32 @@ class FlatStack:
             self.offsets[name] = width
             width += padded_numel(math.prod(shape), dtype)
         self.data = torch.zeros(k, width, dtype=dtype, device=device)
+        self._index: torch.Tensor | None = None
         self.views = {
             name: self.data[:, offset : offset + math.prod(shape)].view(k, *shape)
             for (name, shape), offset in zip(self.shapes.items(), self.offsets.values())
         }
+
+    @property
+    def index(self) -> torch.Tensor:
+        """The positions in a row of the parameters, name after name, padding left out."""
+        if self._index is None:
+            self._index = torch.cat(
+                [
+                    torch.arange(offset, offset + math.prod(self.shapes[name]))
+                    for name, offset in self.offsets.items()
+                ]
+            ).to(self.data.device)
+        return self._index
+
+    def packed(self) -> torch.Tensor:
+        """(K, number of parameters): each model's parameters as one vector, name after name
+        (as `torch.cat` of a module's flattened parameters gives them)."""
+        return self.data.index_select(1, self.index)
+
+    def unpack_(self, packed: torch.Tensor) -> None:
+        """Set the parameters from `packed` vectors (the layout `packed` returns)."""
+        self.data.index_copy_(1, self.index, packed)
 
     @classmethod
     def of(cls, stacked: Mapping[str, torch.Tensor]) -> FlatStack:

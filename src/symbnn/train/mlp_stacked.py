@@ -89,10 +89,18 @@ class MLPStacked:
     def _layer(self, params: dict[str, torch.Tensor], l: int, part: str) -> torch.Tensor | None:
         return params.get(f"layers.{l}.{part}")
 
-    def _activations(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> list:
+    def _activations(
+        self, params: dict[str, torch.Tensor], x: torch.Tensor, masks: dict | None = None
+    ) -> list:
+        """Each layer's input, the masked one where `masks` names the layer, and the output."""
         ws, depth = self.workspace(), len(self.widths) - 1
+        masks = masks or {}
         hs = [x]
         for l in range(depth):
+            if f"layers.{l}" in masks:
+                # in place: the masked input is what the layer's backward reads (and, as its
+                # factors are 0 or positive, the ReLU's backward before it, see loss_and_grads)
+                hs[-1].mul_(masks[f"layers.{l}"])
             h = linear.forward(
                 hs[-1],
                 self._layer(params, l, "weight"),
@@ -115,9 +123,16 @@ class MLPStacked:
         targets: torch.Tensor,
         loss: str,
         grads: dict[str, torch.Tensor],
+        masks: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Each model's mean loss on its batch (K,); the gradients go into `grads`."""
-        hs = self._activations(params, x)
+        """Each model's mean loss on its batch (K,); the gradients go into `grads`. `masks`:
+        per layer ("layers.{l}") the factors (K, B, in_features) its input is multiplied by
+        (dropout; the input batch `x` is masked in place)."""
+        masks = masks or {}
+        unknown = set(masks) - {f"layers.{l}" for l in range(len(self.widths) - 1)}
+        if unknown:
+            raise ValueError(f"the MLP has no linear layer {sorted(unknown)} to mask")
+        hs = self._activations(params, x, masks)
         losses, d = loss_and_grad(hs[-1], targets, loss)
         for l in reversed(range(len(hs) - 1)):
             d = linear.backward(
@@ -131,5 +146,9 @@ class MLPStacked:
                 input_grad=l > 0,
             )
             if l > 0:
-                d.mul_(hs[l].sign())  # hs[l] = relu(.) >= 0: its sign is the ReLU's derivative
+                if f"layers.{l}" in masks:
+                    d.mul_(masks[f"layers.{l}"])
+                # hs[l] = relu(.) (times a factor >= 0) >= 0: its sign is the ReLU's derivative
+                # (where the factor is 0, so is the gradient)
+                d.mul_(hs[l].sign())
         return losses

@@ -164,14 +164,21 @@ class OptuNetStacked:
         targets: torch.Tensor,
         loss: str,
         grads: dict[str, torch.Tensor],
+        masks: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Each model's mean loss on its batch (K,); the gradients go into `grads`."""
-        logits, saved = self._forward(params, patches)
+        """Each model's mean loss on its batch (K,); the gradients go into `grads`. `masks`:
+        per linear layer ("fc1", "fc2") the factors (K, B, in_features) its input is
+        multiplied by (dropout)."""
+        masks = masks or {}
+        unknown = set(masks) - {"fc1", "fc2"}
+        if unknown:
+            raise ValueError(f"OptuNet has no linear layer {sorted(unknown)} to mask")
+        logits, saved = self._forward(params, patches, masks)
         losses, d_logits = loss_and_grad(logits, targets, loss)
-        self._backward(params, patches, saved, d_logits, grads)
+        self._backward(params, patches, saved, d_logits, grads, masks)
         return losses
 
-    def _forward(self, params: dict[str, torch.Tensor], patches: torch.Tensor):
+    def _forward(self, params: dict[str, torch.Tensor], patches: torch.Tensor, masks=None):
         ws, g = self.workspace(), self.groups
         k, rows1 = patches.shape[0], patches.shape[1]
         b = rows1 // (self.hp * self.wp)
@@ -200,21 +207,32 @@ class OptuNetStacked:
         per_group = ws.get("hidden", (k, g), (b, c2g))
         torch.bmm(z2.view(k * g, b, -1), self._mean_matrix(k, ws), out=per_group.flatten(0, 1))
         hidden = per_group.permute(0, 2, 1, 3).reshape(k, b, self.c2)
+        masks = masks or {}
+        if "fc1" in masks:  # in place: the masked input is what fc1's backward reads
+            hidden.mul_(masks["fc1"])
 
         h1 = linear.forward(hidden, params["fc1.weight"], params["fc1.bias"], ws, "fc1")
         h1.clamp_min_(0)
+        if "fc2" in masks:
+            # in place: a factor is 0 or positive, so the ReLU's backward read from the masked
+            # output passes what it would from h1 (where they differ the gradient is 0)
+            h1.mul_(masks["fc2"])
         logits = linear.forward(h1, params["fc2.weight"], params["fc2.bias"], ws, "fc2")
         return logits, (t1, z1, pooled, rank, win2, t2, z2, hidden, h1)
 
-    def _backward(self, params, patches, saved, d_logits, grads) -> None:
+    def _backward(self, params, patches, saved, d_logits, grads, masks) -> None:
         t1, z1, pooled, rank, win2, t2, z2, hidden, h1 = saved
         ws, g = self.workspace(), self.groups
         k, b = d_logits.shape[:2]
         c2g = self.c2 // g
 
         d_h1 = _fc_backward(d_logits, h1, params, grads, ws, "fc2")
+        if "fc2" in masks:
+            d_h1.mul_(masks["fc2"])
         _relu_backward(d_h1, h1)
         d_hidden = _fc_backward(d_h1, hidden, params, grads, ws, "fc1")
+        if "fc1" in masks:
+            d_hidden.mul_(masks["fc1"])
 
         # through the mean and the ReLU of conv2
         d_per_group = ws.get("d_hidden", (k, g), (b, c2g))
