@@ -73,6 +73,41 @@ def elbo_gradients(
     return grad_mu, grad_rho
 
 
+def draw_noise(
+    eps: FlatStack, noise: Sequence[torch.Generator], draws: int, shapes: dict[str, torch.Size]
+) -> None:
+    """Each mode's `draws` standard normal draws of the step into `eps`, from the mode's own
+    generator in `MeanFieldBNN.draw`'s order (draw after draw, tensor after tensor), so that a
+    mode draws what it draws alone."""
+    for row, gen in enumerate(noise):
+        for s in range(draws):
+            for name, shape in shapes.items():
+                view = eps.views[name][row * draws + s]
+                view.copy_(torch.randn(shape, generator=gen, dtype=view.dtype, device=view.device))
+
+
+def initial_posteriors(
+    shapes: dict[str, torch.Size], means: dict[str, torch.Tensor], rho_init: float
+) -> FlatStack:
+    """q's parameters of K modes as rows: a mode's means (`means`: name -> (K, *shape)), then
+    its rhos (all `rho_init`), each in the networks' flat layout."""
+    first = next(iter(means.values()))
+    layout = {f"{part}:{name}": s for part in ("mu", "rho") for name, s in shapes.items()}
+    q = FlatStack(layout, first.shape[0], first.device, first.dtype)
+    for name in shapes:
+        q.views[f"mu:{name}"].copy_(means[name])
+        q.views[f"rho:{name}"].fill_(rho_init)
+    return q
+
+
+def posterior_of(
+    q: FlatStack, row: int, shapes: dict[str, torch.Size]
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Mode `row`'s means and rhos (name -> tensor) out of `initial_posteriors`' layout."""
+    means = {name: q.views[f"mu:{name}"][row].clone() for name in shapes}
+    return means, {name: q.views[f"rho:{name}"][row].clone() for name in shapes}
+
+
 def train_bnn_batched(
     problem: Problem,
     seeds: Sequence[int],
@@ -108,13 +143,8 @@ def train_bnn_batched(
         w = FlatStack(shapes, k * draws, device, dtype)
         eps, nll_grads = w.zeros_like(), w.zeros_like()
         width = w.data.shape[1]
-        # a mode's row: its means, then its rhos, each in the networks' layout
-        layout = {f"{part}:{name}": s for part in ("mu", "rho") for name, s in shapes.items()}
-        q = FlatStack(layout, k, device, dtype)
+        q = initial_posteriors(shapes, {n: m[part] for n, m in means.items()}, settings.rho_init)
         mu, rho = q.data[:, :width], q.data[:, width:]
-        for name in shapes:
-            q.views[f"mu:{name}"].copy_(means[name][part])
-        rho.fill_(settings.rho_init)
         q_grads = q.zeros_like()
         present = torch.zeros(width, dtype=dtype, device=device)
         present[w.index] = 1.0  # padding gets no gradient
@@ -131,11 +161,7 @@ def train_bnn_batched(
         )
         stacked = (k, draws, width)
         for step, idx in batch_steps(n, recipe.batch_size, recipe.epochs, orders, device):
-            for row, gen in enumerate(noise):  # MeanFieldBNN.draw's order, draw after draw
-                for s in range(draws):
-                    for name, shape in shapes.items():
-                        drawn = torch.randn(shape, generator=gen, dtype=dtype, device=device)
-                        eps.views[name][row * draws + s].copy_(drawn)
+            draw_noise(eps, noise, draws, shapes)
             sigma = F.softplus(rho)
             torch.mul(sigma[:, None], eps.data.view(stacked), out=w.data.view(stacked))
             w.data.view(stacked).add_(mu[:, None])
@@ -157,13 +183,4 @@ def train_bnn_batched(
 
     shards = in_shards(shard, len(seeds), device)
     bar.close()
-    out = []
-    for q in shards:
-        for row in range(q.data.shape[0]):
-            out.append(
-                (
-                    {name: q.views[f"mu:{name}"][row].clone() for name in shapes},
-                    {name: q.views[f"rho:{name}"][row].clone() for name in shapes},
-                )
-            )
-    return out
+    return [posterior_of(q, row, shapes) for q in shards for row in range(q.data.shape[0])]
