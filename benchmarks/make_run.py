@@ -1,0 +1,102 @@
+"""How long the README's first command takes: `make run` in a fresh clone of this checkout's
+HEAD (the install, then the default workflow with its report), timed in two parts, with the
+job time of each rule summed from Snakemake's benchmark files.
+
+    python benchmarks/make_run.py                # writes the block `make-run`
+    python benchmarks/make_run.py --no-write --keep /tmp/clone
+
+The budget is 15 minutes for both parts on 2 idle cores; run it on an otherwise idle machine.
+The install reuses pip's cache where this machine has one (a machine without it downloads
+the wheels once more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+from machine import ROOT, Conditions, publish
+from paper_size import job_times
+
+BLOCK, SCRIPT = "make-run", "benchmarks/make_run.py"
+BUDGET_MINUTES = 15
+INTRO = (
+    "The `make-run` block times the README's first command in a fresh clone: `make install` "
+    "(the virtualenv) and then `make run` (the default workflow, its report and dvc.lock), "
+    "and lists the rules with the most job time (summed over their jobs; with 2 cores the "
+    "workflow's wall time is about half the total). Rerun it with "
+    "`python benchmarks/make_run.py`."
+)
+
+
+def timed(clone: Path, target: str) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(["make", target], cwd=clone, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"make {target} failed in {clone}:\n{done.stdout[-3000:]}{done.stderr}")
+    return time.perf_counter() - start
+
+
+def rule_times(results: Path) -> pl.DataFrame:
+    """Per rule: jobs and summed job seconds, over every experiment's and the analyses'
+    benchmark files."""
+    frames = [job_times(folder) for folder in results.iterdir() if (folder / "benchmarks").is_dir()]
+    jobs = pl.concat([f for f in frames if f.height])
+    return (
+        jobs.group_by("rule")
+        .agg(pl.len().alias("jobs"), pl.col("s").sum().alias("seconds"))
+        .sort("seconds", descending=True)
+    )
+
+
+def table(install: float, workflow: float, rules: pl.DataFrame, top: int) -> str:
+    total = install + workflow
+    verdict = "within" if total <= BUDGET_MINUTES * 60 else "OVER"
+    lines = [
+        "| part | minutes (wall) |",
+        "|---|---:|",
+        f"| `make install` (fresh virtualenv) | {install / 60:.1f} |",
+        f"| `make run` (workflow, report, dvc.lock) | {workflow / 60:.1f} |",
+        f"| both: the README's first command | {total / 60:.1f} ({verdict} the "
+        f"{BUDGET_MINUTES}-minute budget) |",
+        "",
+        f"Job time by rule ({rules['jobs'].sum()} jobs, {rules['seconds'].sum():.0f} s in all; "
+        f"the {top} largest):",
+        "",
+        "| rule | jobs | job seconds |",
+        "|---|---:|---:|",
+    ]
+    for rule, jobs, seconds in rules.head(top).iter_rows():
+        lines.append(f"| `{rule}` | {jobs} | {seconds:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keep", type=Path, help="clone here and keep it (default: a temp dir)")
+    parser.add_argument("--top", type=int, default=12, help="rules listed")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    clone = args.keep or Path(tempfile.mkdtemp(prefix="symbnn-make-run-")) / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    try:
+        conditions = Conditions()
+        install = timed(clone, "install")
+        workflow = timed(clone, "run")
+        body = table(install, workflow, rule_times(clone / "results"), args.top)
+        body += "\n\n" + conditions.line()
+    finally:
+        if args.keep is None:
+            shutil.rmtree(clone.parent, ignore_errors=True)
+    print(body)
+    if not args.no_write:
+        publish(BLOCK, SCRIPT, INTRO, body)
+
+
+if __name__ == "__main__":
+    main()
