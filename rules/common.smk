@@ -13,6 +13,7 @@ import re
 import symbnn.analyses.plan
 import symbnn.fingerprint
 import symbnn.methods.registry
+import symbnn.parameter_count
 import symbnn.plateau
 import symbnn.report.symmetry_counts
 import symbnn.settings.workflow
@@ -105,13 +106,9 @@ LARGE_MMD_PARAMETERS = 1_000_000
 
 @functools.cache
 def n_parameters(experiment):
-    """Parameter count of an experiment's model, built on the meta device (no memory)."""
-    import torch
-    from symbnn.models import build_model, count_parameters
-
-    with torch.device("meta"):
-        model = build_model(EXPERIMENTS[experiment].model.to_dict())
-    return count_parameters(model)
+    """Parameter count of an experiment's model (in a child process: planning imports no
+    torch)."""
+    return symbnn.parameter_count.in_child(EXPERIMENTS[experiment].model.to_dict())
 
 
 def mmd_gpus(wildcards):

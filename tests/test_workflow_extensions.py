@@ -107,11 +107,10 @@ def test_the_report_shows_the_user_method(finished_run):
     assert base64.b64encode(table.read_bytes()).decode() in html
 
 
-def test_a_finished_run_has_nothing_to_do_and_plans_without_torch(finished_run):
-    """Planning the finished run (every job's params evaluated against what was recorded:
-    the user method's settings read through its class, the dataset's fingerprint computed in
-    a child process) leaves torch out of the process that plans."""
-    words = [*SNAKEMAKE[3:], "--directory", str(finished_run), "--cores", "1", "-n", "-q"]
+def dry_run_without_torch(workdir, *args):
+    """The output of `snakemake -n` in `workdir`, asserting that the planning process never
+    imported torch."""
+    words = [*SNAKEMAKE[3:], "--directory", str(workdir), "--cores", "1", "-n", *args]
     probe = (
         "import atexit, runpy, sys\n"
         "atexit.register(lambda: print('torch imported:', 'torch._C' in sys.modules, "
@@ -120,18 +119,32 @@ def test_a_finished_run_has_nothing_to_do_and_plans_without_torch(finished_run):
         "runpy.run_module('snakemake', run_name='__main__')\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=user_code_env(finished_run),
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=user_code_env(workdir)
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "torch imported: False" in output, output[-3000:]
+    return output
+
+
+def test_a_finished_run_has_nothing_to_do_and_plans_without_torch(finished_run):
+    """Planning the finished run (every job's params evaluated against what was recorded:
+    the user method's settings read through its class, the dataset's fingerprint computed in
+    a child process) leaves torch out of the process that plans."""
+    dry_run_without_torch(finished_run, "-q")
     assert (
         "Nothing to be done"
         in snakemake(finished_run, "-n", env=user_code_env(finished_run)).stdout
     )
+
+
+def test_a_fresh_run_plans_every_job_without_torch(finished_run, tmp_path):
+    """Planning from nothing sizes the jobs' resources too (the model's parameter count,
+    counted in a child process), still without torch in the planning process."""
+    for name in ("config.yaml", "last_layer_gaussian.py", "user_datasets.py"):
+        shutil.copy(finished_run / name, tmp_path / name)
+    output = dry_run_without_torch(tmp_path)
+    assert "train_shard" in output and "mmd_method" in output, output[-3000:]
 
 
 def planned_rules(finished_run, tmp_path, edit):
