@@ -71,6 +71,13 @@ class Conditions:
         )
 
 
+def run_make(cwd: Path, target: str) -> tuple[float, subprocess.CompletedProcess]:
+    """(wall seconds, the finished process) of `make <target>` in `cwd`, output captured."""
+    start = time.perf_counter()
+    done = subprocess.run(["make", target], cwd=cwd, capture_output=True, text=True)
+    return time.perf_counter() - start, done
+
+
 def publish(name: str, script: str, intro: str, body: str, doc: Path = DOC) -> Path:
     """Put ``body`` into the generated block ``name`` of docs/benchmarks.md (created with its
     heading if missing), with the paragraph ``intro`` (what the block measures, how to rerun

@@ -16,11 +16,10 @@ import argparse
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import polars as pl
-from machine import ROOT, Conditions, publish
+from machine import ROOT, Conditions, publish, run_make
 from paper_size import job_times
 
 BLOCK, SCRIPT = "make-run", "benchmarks/make_run.py"
@@ -35,11 +34,10 @@ INTRO = (
 
 
 def timed(clone: Path, target: str) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(["make", target], cwd=clone, capture_output=True, text=True)
+    seconds, done = run_make(clone, target)
     if done.returncode != 0:
         raise SystemExit(f"make {target} failed in {clone}:\n{done.stdout[-3000:]}{done.stderr}")
-    return time.perf_counter() - start
+    return seconds
 
 
 def rule_times(results: Path) -> pl.DataFrame:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import yaml
+from machine import calibration
 
 from symbnn.docblocks import write_block
 
@@ -67,13 +68,6 @@ STAGES = {
         "0 to 1",
     ),
 }
-
-
-def calibration() -> float:
-    start, total = time.perf_counter(), 0
-    for i in range(10**7):
-        total += i
-    return time.perf_counter() - start
 
 
 def run_size(n: int, cores: int, root: Path) -> tuple[float, Path]:

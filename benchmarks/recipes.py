@@ -18,6 +18,7 @@ import statistics
 import time
 
 import torch
+from machine import calibration
 
 from symbnn.data import load_dataset
 from symbnn.docblocks import write_block
@@ -51,13 +52,6 @@ CASES = (
         ),
     ),
 )
-
-
-def calibration() -> float:
-    start, total = time.perf_counter(), 0
-    for i in range(10**7):
-        total += i
-    return time.perf_counter() - start
 
 
 def accuracies(model, recipe, train, test, seeds) -> list[float]:

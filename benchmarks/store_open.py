@@ -34,6 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from machine import calibration  # noqa: E402
+
 from symbnn import store as store_module  # noqa: E402
 from symbnn.store import StoreWriter, open_store, read_group_meta  # noqa: E402
 from symbnn.store.digest import MANIFEST  # noqa: E402
@@ -104,15 +106,6 @@ def measure(path: Path, repeats: int) -> dict[str, float]:
         "manifest_kb": (path / MANIFEST).stat().st_size / 1e3,
         "store_mb": sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6,
     }
-
-
-def calibration() -> float:
-    """Seconds of a pure-Python loop of 10**7 additions (how fast this machine is now)."""
-    start = time.perf_counter()
-    total = 0
-    for i in range(10**7):
-        total += i
-    return time.perf_counter() - start
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import time
 
-from machine import ROOT, Conditions, publish
+from machine import ROOT, Conditions, publish, run_make
 
 BLOCK, SCRIPT = "test-suite", "benchmarks/test_suite.py"
 INTRO = (
@@ -30,9 +28,7 @@ SUMMARY = re.compile(r"^=*\s*(\d+ passed.*?) in [\d.]+s")
 
 def run_target(target: str) -> tuple[float, str, int]:
     """(wall seconds, pytest's counts, exit status) of `make <target>`."""
-    start = time.perf_counter()
-    done = subprocess.run(["make", target], cwd=ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    seconds, done = run_make(ROOT, target)
     counts = next(
         (m.group(1) for line in done.stdout.splitlines()[::-1] if (m := SUMMARY.match(line))),
         "no pytest summary",

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import calibration
 
 from symbnn.data import load_dataset
 from symbnn.docblocks import write_block
@@ -79,15 +80,6 @@ def timed(fn, device: str) -> tuple[float, float]:
     fn()
     _sync(device)
     return time.perf_counter() - wall, time.process_time() - cpu
-
-
-def calibration() -> float:
-    """Seconds of a pure-Python loop of 10**7 additions (the machine's speed right now)."""
-    start = time.perf_counter()
-    total = 0
-    for i in range(10**7):
-        total += i
-    return time.perf_counter() - start
 
 
 def load_average() -> str:

@@ -252,9 +252,7 @@ def kept_mode_rows(wildcards, modes):
 
 def method_mode_rows(wildcards):
     """Params function: the pool rows of every mode a method's variants use."""
-    methods = methods_of(wildcards.experiment)
-    blocks = symbnn.methods.registry.mode_blocks(wildcards.method, methods)
-    return kept_mode_rows(wildcards, [k for block in blocks for k in block])
+    return kept_mode_rows(wildcards, [k for block in mode_blocks(wildcards) for k in block])
 
 
 def retry_threshold(wildcards):

@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
+from symbnn.child_process import ask_child
 from symbnn.trust import is_import_path
 
 
@@ -42,18 +42,11 @@ def of_data(data: Any, root: str | os.PathLike) -> str | None:
     loader fails or returns a bad set."""
     if not loaded_splits(data):
         return None
-    request = json.dumps({"data": data.to_dict(), "root": os.fspath(root)})
-    result = subprocess.run(
-        [sys.executable, "-m", "symbnn.fingerprint"],
-        input=request,
-        capture_output=True,
-        text=True,
-        env=os.environ,
+    return ask_child(
+        "symbnn.fingerprint",
+        {"data": data.to_dict(), "root": os.fspath(root)},
+        "fingerprinting data.train / data.ood failed",
     )
-    if result.returncode != 0:
-        lines = (result.stderr or result.stdout).strip().splitlines() or ["no message"]
-        raise ValueError(f"fingerprinting data.train / data.ood failed: {lines[-1]}")
-    return result.stdout.strip().splitlines()[-1]
 
 
 def digest(data: Any, root: str | os.PathLike) -> str:

@@ -7,27 +7,18 @@ never imports torch. The model is built on the meta device, so no weight memory 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from typing import Any
+
+from symbnn.child_process import ask_child
 
 
 def in_child(spec: Mapping[str, Any]) -> int:
     """The number of trainable parameters of the model ``spec`` (a model section's dict);
     ValueError with the child's last line when the model cannot be built."""
-    result = subprocess.run(
-        [sys.executable, "-m", "symbnn.parameter_count"],
-        input=json.dumps(dict(spec)),
-        capture_output=True,
-        text=True,
-        env=os.environ,  # the trusted import paths travel in SYMBNN_TRUSTED_IMPORTS
-    )
-    if result.returncode != 0:
-        lines = (result.stderr or result.stdout).strip().splitlines() or ["no message"]
-        raise ValueError(f"counting the parameters of model {spec.get('name')!r}: {lines[-1]}")
-    return int(result.stdout.strip().splitlines()[-1])
+    failure = f"counting the parameters of model {spec.get('name')!r}"
+    return int(ask_child("symbnn.parameter_count", dict(spec), failure))
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ from symbnn.methods.base import (
     train_modes_until_converged,
     train_until_converged,
 )
-from symbnn.methods.interface import Method
+from symbnn.methods.interface import BatchedMethod
 from symbnn.settings import Bnn
 from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
@@ -310,11 +310,7 @@ def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, 
     return mean, std
 
 
-class BayesByBackprop(Method):
-    def fit(self, problem: Problem, mode: Mode, settings: Bnn, seed: int, count: int) -> Fitted:
-        """`fit_modes` at one mode."""
-        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
-
+class BayesByBackprop(BatchedMethod):
     def fit_modes(
         self,
         problem: Problem,

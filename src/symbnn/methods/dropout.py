@@ -47,7 +47,7 @@ from symbnn.methods.base import (
     retried,
     train_modes_until_converged,
 )
-from symbnn.methods.interface import Method
+from symbnn.methods.interface import BatchedMethod
 from symbnn.settings import Dropout
 from symbnn.train.batched import train_batched
 from symbnn.train.evaluate import accuracy, unstack
@@ -216,11 +216,7 @@ def sample_trained(
     return fold_masks(model.state_dict(), [f"{name}.weight" for name, _ in targets], masks, rate)
 
 
-class McDropout(Method):
-    def fit(self, problem: Problem, mode: Mode, settings: Dropout, seed: int, count: int) -> Fitted:
-        """`fit_modes` at one mode."""
-        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
-
+class McDropout(BatchedMethod):
     def fit_modes(
         self,
         problem: Problem,

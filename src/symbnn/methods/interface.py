@@ -188,8 +188,8 @@ class Method:
     in dicts and lists (saved as a safetensors tree by `symbnn.treefile`, never pickled);
     ``count`` is the number of samples the fit must draw when ``samples_at_fit`` (else None).
     ``fit_modes(problem, modes, settings, seeds, counts)`` fits a block of modes (by default
-    one `fit` after another); a method with ``batched_fit`` fits them in one batched run,
-    each mode's fit what `fit` gives it alone.
+    one `fit` after another); a `BatchedMethod` fits them in one batched run, each mode's
+    fit what `fit` gives it alone.
     ``draw(problem, fitted, count, settings, seed)`` returns ``count`` samples, a stacked
     state dict of the experiment's model: name -> (count, *shape).
 
@@ -229,6 +229,27 @@ class Method:
 
     def draw(self, problem: Any, fitted: dict, count: int, settings: Any, seed: int) -> dict:
         raise NotImplementedError(f"{type(self).__name__} does not define draw")
+
+
+class BatchedMethod(Method):
+    """A method that fits a block of modes in one batched run: subclass it and define
+    `fit_modes` (and `draw`); its `fit` is `fit_modes` at one mode."""
+
+    batched_fit: ClassVar[bool] = True
+
+    def fit(self, problem: Any, mode: Any, settings: Any, seed: int, count: int | None) -> dict:
+        """`fit_modes` at one mode."""
+        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
+
+    def fit_modes(
+        self,
+        problem: Any,
+        modes: list[Any],
+        settings: Any,
+        seeds: list[int],
+        counts: list[int | None],
+    ) -> list[dict]:
+        raise NotImplementedError(f"{type(self).__name__} does not define fit_modes")
 
 
 def describe(name: str, path: str, cls: Any) -> Descriptor:

@@ -57,7 +57,7 @@ from symbnn.methods.base import (
     generator,
     stacked_states,
 )
-from symbnn.methods.interface import Method
+from symbnn.methods.interface import BatchedMethod
 from symbnn.methods.sghmc_dynamics import (
     GammaHyperprior,
     GaussianPrior,
@@ -143,11 +143,7 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
     return int(state >> np.uint64(1))
 
 
-class SghmcChains(Method):
-    def fit(self, problem: Problem, mode: Mode, settings: Sghmc, seed: int, count: int) -> Fitted:
-        """`fit_modes` at one mode."""
-        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
-
+class SghmcChains(BatchedMethod):
     def fit_modes(
         self,
         problem: Problem,

@@ -60,7 +60,7 @@ from symbnn.methods.base import (
     generator,
     stacked_states,
 )
-from symbnn.methods.interface import Method
+from symbnn.methods.interface import BatchedMethod
 from symbnn.settings import Recipe, Swag
 from symbnn.train.batched import train_batched
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
@@ -291,11 +291,7 @@ def fit_swag_batched(
     return [(problem.build(unstack(params, k)), moments[k]) for k in range(len(modes))]
 
 
-class SwagGaussian(Method):
-    def fit(self, problem: Problem, mode: Mode, settings: Swag, seed: int, count: int) -> Fitted:
-        """`fit_modes` at one mode."""
-        return self.fit_modes(problem, [mode], settings, [seed], [count])[0]
-
+class SwagGaussian(BatchedMethod):
     def fit_modes(
         self,
         problem: Problem,
