@@ -1,9 +1,10 @@
-"""The workflow as a benchmark harness: a method and a dataset of the user's own, both named by
-import path, run end to end (training on the user's images, the method's fits and draws,
-canonical form, MMD, metrics, Table 1, the report), plan their reruns from their settings and
-from the dataset's content, and planning imports no torch. The method is docs/extending.md's
-last-layer Gaussian, the datasets tests/user_datasets.py's (on PYTHONPATH, like
-tests/user_models.py in tests/workflow/test_workflow_runs.py)."""
+"""The workflow as a benchmark harness: a method, a dataset and an architecture of the user's
+own, all named by import path, run end to end in one run (training on the user's images, the
+structure derived from the user's model, canonical form, min-mass, the methods' fits and draws,
+MMD, metrics, alignment, Table 1, the report), plan their reruns from their settings and from
+the dataset's content, and planning imports no torch. The method is docs/extending.md's
+last-layer Gaussian, the datasets tests/user_datasets.py's, the model tests/user_models.py's
+(all three on PYTHONPATH)."""
 
 import base64
 import os
@@ -20,17 +21,26 @@ from conftest import (
     REDRAWN,
     SNAKEMAKE,
     TINY_SAMPLING,
+    TINY_SETTINGS,
     tiny_experiment,
     workflow_config,
 )
 from conftest import run_snakemake as snakemake
 from extending_docs import METHOD, doc_blocks, doc_files
 
+from symbnn import trust
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 LABEL = "Last-layer Gaussian"
+# shaped like nothing symbnn ships (LeakyReLU, biases, a flattened feature map)
+USER_MODEL = {
+    "name": "user_models:SmallCNN",
+    "options": {"channels": 3},
+    "input_shape": [1, 28, 28],
+}
+USER_FILES = ("last_layer_gaussian.py", "user_datasets.py", "user_models.py")
 pytestmark = pytest.mark.slow
 
 
@@ -49,7 +59,10 @@ def extension_config():
     }
     tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
     tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5}
-    tiny["methods"] = {**TINY_SAMPLING, "de": {}, **docs_method_entry()}
+    tiny["model"] = USER_MODEL
+    # SWAG trains the user's model further; Deep Ensembles reads its pool
+    tiny["methods"] = {**TINY_SAMPLING, "swag": TINY_SETTINGS["swag"], "de": {}}
+    tiny["methods"].update(docs_method_entry())
     return workflow_config({"tiny": tiny}, NO_ANALYSES)
 
 
@@ -63,7 +76,8 @@ def user_code_env(workdir):
 def finished_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("extensions")
     (workdir / "last_layer_gaussian.py").write_text(doc_files()["last_layer_gaussian.py"])
-    shutil.copy(REPO / "tests" / "user_datasets.py", workdir / "user_datasets.py")
+    for name in ("user_datasets.py", "user_models.py"):
+        shutil.copy(REPO / "tests" / name, workdir / name)
     (workdir / "config.yaml").write_text(yaml.safe_dump(extension_config(), sort_keys=False))
     snakemake(workdir, env=user_code_env(workdir))
     return workdir
@@ -97,6 +111,24 @@ def test_a_user_method_and_dataset_run_end_to_end(finished_run):
     assert table["method"].to_list()[-1] == LABEL and "Deep Ensembles" in table["method"]
     assert LABEL in (results / "report" / "table1.md").read_text()
     assert LABEL in pl.read_parquet(results / "report" / "table2.parquet")["method"].to_list()
+
+
+def test_the_user_model_goes_through_every_stage(finished_run):
+    """The user's architecture: trained, its structure derived for the canonical form and
+    min-mass, refined by SWAG, aligned."""
+    results = finished_run / "results" / "tiny"
+    trust.trust_model(USER_MODEL["name"])  # the stores name it: here as in the run's jobs
+    target = open_store(results / "posterior" / "target.zarr")
+    assert target.attrs["architecture"] == USER_MODEL and target.validate() == []
+    canonical = open_store(results / "canonical" / "target.zarr")
+    assert canonical.n_samples == target.n_samples and canonical.validate() == []
+    table = pl.read_parquet(results / "report" / "table1.parquet")
+    swag = table.filter(pl.col("method") == "SWAG")
+    assert swag["group"].to_list() == ["one mode", "multi mode"]
+    assert table["Acc"].is_not_null().all()
+    curves = pl.read_parquet(results / "alignment" / "curves.parquet")
+    assert set(curves["alignment"]) == {"none", "weight_matching"}
+    assert curves["loss"].is_finite().all()
 
 
 def test_the_report_shows_the_user_method(finished_run):
@@ -141,7 +173,7 @@ def test_a_finished_run_has_nothing_to_do_and_plans_without_torch(finished_run):
 def test_a_fresh_run_plans_every_job_without_torch(finished_run, tmp_path):
     """Planning from nothing sizes the jobs' resources too (the model's parameter count,
     counted in a child process), still without torch in the planning process."""
-    for name in ("config.yaml", "last_layer_gaussian.py", "user_datasets.py"):
+    for name in ("config.yaml", *USER_FILES):
         shutil.copy(finished_run / name, tmp_path / name)
     output = dry_run_without_torch(tmp_path)
     assert "train_shard" in output and "mmd_method" in output, output[-3000:]

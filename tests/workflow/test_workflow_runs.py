@@ -1,6 +1,6 @@
-"""Whole workflow runs of their own (a killed run, a user's architecture) and the checks that
-stop a run before any job (bad config, lint), as `snakemake` subprocesses. Apart from
-tests/workflow/test_workflow.py so that the two halves can run side by side (make test: -n 2)."""
+"""A killed run, and the checks that stop a run before any job (bad config, lint), as
+`snakemake` subprocesses. (A user's architecture runs end to end in
+tests/workflow/test_workflow_extensions.py, with the user's method and dataset.)"""
 
 import os
 import shutil
@@ -9,14 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import polars as pl
 import pytest
 import yaml
-from conftest import NO_ANALYSES, SNAKEMAKE, TINY_METHODS
+from conftest import SNAKEMAKE
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
 
-from symbnn import trust
 from symbnn.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,31 +71,3 @@ def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
     store = open_store(tmp_path / "results" / "tiny" / "posterior" / "target.zarr")
     store.validate()
     assert store.n_samples == 4
-
-
-def test_a_model_named_by_import_path_runs_end_to_end(tmp_path):
-    """A user's own architecture (tests/user_models.py, importable through PYTHONPATH) goes
-    through every stage: training, canonical form, min-mass, MMD, methods, alignment, report."""
-    shutil.copy(REPO / "tests" / "user_models.py", tmp_path / "user_models.py")
-    config = tiny_config()
-    config["analyses"] = NO_ANALYSES
-    spec = {"name": "user_models:SmallCNN", "options": {"channels": 3}, "input_shape": [1, 28, 28]}
-    config["experiments"]["tiny"]["model"] = spec
-    # two methods keep it short: SWAG trains the model further, Deep Ensembles reads the pool
-    keep = ("n_samples", "modes", "pool", "first_seed", "swag", "de")
-    config["experiments"]["tiny"]["methods"] = {k: TINY_METHODS[k] for k in keep}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
-    snakemake(tmp_path, env={**os.environ, "PYTHONPATH": path})
-    results = tmp_path / "results" / "tiny"
-    trust.trust_model(spec["name"])  # the stores name it: here as in the run's jobs
-    target = open_store(results / "posterior" / "target.zarr")
-    assert target.attrs["architecture"] == spec and target.validate() == []
-    canonical = open_store(results / "canonical" / "target.zarr")
-    assert canonical.n_samples == target.n_samples and canonical.validate() == []
-    table = pl.read_csv(results / "report" / "table1.csv")
-    # SWAG in two variants, Deep Ensembles multi-mode only; every accuracy measured
-    assert table.height == 3 and table["Acc"].is_not_null().all()
-    curves = pl.read_parquet(results / "alignment" / "curves.parquet")
-    assert set(curves["alignment"]) == {"none", "weight_matching"}
-    assert curves["loss"].is_finite().all()
