@@ -93,12 +93,12 @@ def variational_posterior(
         options.prior_sigma,
         noise_generator(seed),
     )
-    optimiser = torch.optim.Adam(q.parameters(), lr=options.vi_lr)
+    optimizer = torch.optim.Adam(q.parameters(), lr=options.vi_lr)
     for _, x, y in seed_batches(train, options.batch_size, seed, options.epochs):
         loss = q.elbo_loss(x, y, len(train), options.elbo_samples)
-        optimiser.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimizer.step()
     return gaussian_state(q)
 
 

@@ -51,7 +51,7 @@ from torch.nn import functional as F
 from symbnn.alignment.interpolation import predictive_accuracy_nll
 from symbnn.analyses import stacked_mlp
 from symbnn.methods.bnn import MeanFieldBNN, gaussian_state, log_normal
-from symbnn.settings import SymmetrisedVi
+from symbnn.settings import SymmetrizedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.symmetry.structure import Symmetry
 from symbnn.train.mlp_stacked import stacked_forward
@@ -101,7 +101,7 @@ def all_permutations(sym: Symmetry) -> dict[str, torch.Tensor]:
     }
 
 
-class SymmetrisedMeanField:
+class SymmetrizedMeanField:
     """q_sym over a mean-field base q (a `MeanFieldBNN`); see the module docstring."""
 
     def __init__(
@@ -191,7 +191,7 @@ def _log_likelihood(
 
 def kl_terms(
     q: MeanFieldBNN,
-    qsym: SymmetrisedMeanField,
+    qsym: SymmetrizedMeanField,
     family: str,
     weights: dict[str, torch.Tensor],
     prior_std: float,
@@ -209,8 +209,8 @@ def fit(
     y: torch.Tensor,
     family: str,
     seed: int,
-    options: SymmetrisedVi,
-) -> tuple[MeanFieldBNN, SymmetrisedMeanField]:
+    options: SymmetrizedVi,
+) -> tuple[MeanFieldBNN, SymmetrizedMeanField]:
     """Maximise the family's ELBO (full batch, Adam) from seed's initial weights."""
     if spec.get("name") != "mlp" or spec.get("bias", True) is False:
         raise ValueError(f"the symmetrised-VI comparison runs on MLPs with biases, got {spec}")
@@ -222,18 +222,18 @@ def fit(
         options.prior_std,
     )
     gen = torch.Generator().manual_seed(int(seed) + 104729)
-    qsym = SymmetrisedMeanField(
+    qsym = SymmetrizedMeanField(
         q, unit_groups(spec), options.max_enumerate, options.mc_permutations, gen
     )
-    optimiser = torch.optim.Adam(q.parameters(), lr=options.lr)
+    optimizer = torch.optim.Adam(q.parameters(), lr=options.lr)
     for _ in range(options.steps):
         w = _draws(q, options.elbo_samples, gen)
         loss = -(
             _log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options.prior_std)
         ).mean() / len(x)
-        optimiser.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimizer.step()
     return q, qsym
 
 
@@ -248,7 +248,7 @@ class Evaluation:
 @torch.no_grad()
 def evaluate(
     q: MeanFieldBNN,
-    qsym: SymmetrisedMeanField,
+    qsym: SymmetrizedMeanField,
     family: str,
     train: tuple[torch.Tensor, torch.Tensor],
     test: tuple[torch.Tensor, torch.Tensor],
@@ -282,7 +282,7 @@ def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tens
     return total / weight
 
 
-def compare(options: SymmetrisedVi) -> pl.DataFrame:
+def compare(options: SymmetrizedVi) -> pl.DataFrame:
     """One row per (family, seed): ELBO, its standard error, test accuracy, test NLL, MMD to
     the SGD target posterior; plus the group order |G| and whether log q_sym was exact."""
     spec = mlp_spec(options.hidden)
@@ -339,7 +339,7 @@ def summary(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def variational_alignment_curves(options: SymmetrisedVi) -> pl.DataFrame:
+def variational_alignment_curves(options: SymmetrizedVi) -> pl.DataFrame:
     """Two mean-field posteriors of the toy task (the first seed and the next one), the path
     between them as fitted ("none") and after aligning B's means and stds to A's
     ("weight_matching"), at `alignment_points` points with `alignment_samples` draws each:

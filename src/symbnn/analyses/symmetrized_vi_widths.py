@@ -7,7 +7,7 @@ Task. The packaged digits (4,000 training and 1,000 test MNIST images), average-
 
 Families. q is a mean-field Gaussian over every weight and bias, fitted by the ELBO with
 reparameterised mini-batch draws and Adam. The symmetrised posterior q_sym(w) = (1/|G|)
-sum_g q(g w) (`symbnn.analyses.symmetrised_vi`) is fitted with the ELBO whose KL term uses
+sum_g q(g w) (`symbnn.analyses.symmetrized_vi`) is fitted with the ELBO whose KL term uses
 log q_sym. For one hidden layer the mean-field density factorises over hidden units: unit i
 owns row i of the first weight, bias i and column i of the output weight (f = n_in + 1 + 10
 numbers); write u_j(w) for unit j's numbers in w, q_i for unit i's factor of q, and
@@ -57,7 +57,7 @@ from torch.nn import functional as F
 from symbnn import metrics
 from symbnn.analyses import stacked_mlp
 from symbnn.data import load_dataset
-from symbnn.settings import SymmetrisedViWidths
+from symbnn.settings import SymmetrizedViWidths
 from symbnn.symmetry import apply_permutations, canonicalize, random_permutations, unit_groups
 from symbnn.train.mlp_stacked import stacked_forward
 from symbnn.train.seeding import build_seeded_model
@@ -199,7 +199,7 @@ def fit(
     y: torch.Tensor,
     seeds: list[int],
     families: list[str],
-    options: SymmetrisedViWidths,
+    options: SymmetrizedViWidths,
     gen_seed: int = 0,
 ) -> StackedMeanField:
     """Replica r (seed seeds[r]) maximises its family's ELBO (the symmetrised one with the
@@ -208,7 +208,7 @@ def fit(
     q = StackedMeanField(spec, seeds, options.rho_init)
     sym = torch.tensor([f == "symmetrised" for f in families])
     gen = torch.Generator().manual_seed(104729 + gen_seed)
-    optimiser = torch.optim.Adam(q.parameters(), lr=options.lr)
+    optimizer = torch.optim.Adam(q.parameters(), lr=options.lr)
     n = len(x)
     batch = min(options.batch_size, n)
     for _ in range(options.steps):
@@ -220,9 +220,9 @@ def fit(
             _, upper = q.overlap({k: v[sym] for k, v in w.items()}, sym)
             fit_term = fit_term.index_add(0, sym.nonzero().flatten(), -upper.mean(1).float())
         loss = -fit_term.sum() / n
-        optimiser.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimizer.step()
     return q
 
 
@@ -252,7 +252,7 @@ def canonical(state: State, spec: dict) -> State:
 
 
 def layerwise_mmd(reference: State, samples: State) -> float:
-    from symbnn.analyses.symmetrised_vi import layerwise_mmd as mmd
+    from symbnn.analyses.symmetrized_vi import layerwise_mmd as mmd
 
     return mmd({k: reference[k] for k in NAMES}, {k: samples[k] for k in NAMES})
 
@@ -264,7 +264,7 @@ def evaluate(
     families: list[str],
     data: dict[str, tuple[torch.Tensor, torch.Tensor]],
     reference: State,
-    options: SymmetrisedViWidths,
+    options: SymmetrizedViWidths,
     gen_seed: int = 0,
 ) -> list[dict]:
     """One row per replica: ELBO split, overlap bounds, test metrics, MMDs to the reference."""
@@ -287,19 +287,19 @@ def evaluate(
     rows = []
     for r, family in enumerate(families):
         mf_elbo = float(expected_ll[r] - kl[r])
-        symmetrised = family == "symmetrised"
-        constant = log_g if symmetrised else 0.0
+        symmetrized = family == "symmetrised"
+        constant = log_g if symmetrized else 0.0
         hi, lo = float(upper[r].mean()), float(lower[r].mean())
-        elbo = mf_elbo + constant - (hi if symmetrised else 0.0)
+        elbo = mf_elbo + constant - (hi if symmetrized else 0.0)
         samples = {k: v[r, : options.mmd_samples] for k, v in w.items()}
-        if symmetrised:  # q_sym's draws: g w, g uniform on G
+        if symmetrized:  # q_sym's draws: g w, g uniform on G
             perms = random_permutations(sym_spec, options.mmd_samples, gen)
             samples = apply_permutations(samples, sym_spec, perms)
         rows.append(
             {
                 "family": family,
                 "elbo": elbo,
-                "elbo_upper": elbo + (hi - lo if symmetrised else 0.0),
+                "elbo_upper": elbo + (hi - lo if symmetrized else 0.0),
                 "log_group_order": constant,
                 "elbo_fit": elbo - constant,
                 "expected_log_likelihood": float(expected_ll[r]),
@@ -316,7 +316,7 @@ def evaluate(
 
 
 def reference_posterior(
-    spec: dict, x: torch.Tensor, y: torch.Tensor, options: SymmetrisedViWidths
+    spec: dict, x: torch.Tensor, y: torch.Tensor, options: SymmetrizedViWidths
 ) -> State:
     """A deep ensemble: ``reference_runs`` independent SGD runs trained side by side."""
     return stacked_mlp.train_stacked(
@@ -331,7 +331,7 @@ def reference_posterior(
     )
 
 
-def compare(options: SymmetrisedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
+def compare(options: SymmetrizedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
     """One row per (width, family, seed), plus one ``reference`` row per width (the deep
     ensemble's own test metrics; its ELBO and MMD columns are null)."""
     data = pooled_digits(options.image_size, data_root, options.dataset)
