@@ -38,13 +38,13 @@ def test_split_counts_are_balanced_and_complete():
 
 
 def test_registry_variants_and_draw_plans():
-    cfg = Methods.parse(
+    methods = Methods.parse(
         {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
     )
-    assert registry.configured_methods(cfg) == ["dropout", "de"]
+    assert registry.configured_methods(methods) == ["dropout", "de"]
     assert registry.variants("de") == ("multi",)
 
-    def plan(method, variant, methods=cfg):
+    def plan(method, variant):
         return [
             (d.mode, d.count, d.unit, d.skip) for d in registry.draw_plan(method, variant, methods)
         ]
@@ -55,14 +55,14 @@ def test_registry_variants_and_draw_plans():
     assert plan("dropout", "multi") == [(0, 3, 0, 0), (1, 3, 0, 0), (2, 2, 0, 0), (3, 2, 0, 0)]
     assert plan("de", "multi") == [(k, 1, 0, 0) for k in range(10)]
     # one fit per mode serves both variants; a method sampling while fitting draws the most
-    assert registry.fit_counts("dropout", cfg) == [10] * 4
-    assert registry.fit_counts("de", cfg) == [1] * 10
-    assert mode_blocks("de", cfg) == [list(range(10))]
-    assert mode_blocks("dropout", cfg) == [[0], [1], [2], [3]]
+    assert registry.fit_counts("dropout", methods) == [10] * 4
+    assert registry.fit_counts("de", methods) == [1] * 10
+    assert mode_blocks("de", methods) == [list(range(10))]
+    assert mode_blocks("dropout", methods) == [[0], [1], [2], [3]]
 
 
 def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
-    cfg = Methods.parse(
+    methods = Methods.parse(
         {
             "n_samples": 4,
             "modes": 4,
@@ -74,7 +74,7 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
         },
         "methods",
     )
-    draws = registry.draw_plan("sghmc", "multi", cfg)
+    draws = registry.draw_plan("sghmc", "multi", methods)
     assert [(d.unit, d.mode, d.count) for d in draws] == [
         (0, 0, 2),
         (0, 1, 2),
@@ -87,39 +87,39 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
     ]
     # each mode serves two replicates: the second takes the fit's next samples, never the same
     assert [d.skip for d in draws] == [0, 0, 2, 0, 2, 0, 2, 2]
-    assert registry.fit_counts("sghmc", cfg) == [4] * 4  # = the one-mode count: no extra fit
+    assert registry.fit_counts("sghmc", methods) == [4] * 4  # = the one-mode count: no extra fit
     # Deep Ensemble replicates: 4 members each, starting 2 pool networks apart
-    de = registry.draw_plan("de", "multi", cfg)
+    de = registry.draw_plan("de", "multi", methods)
     assert [[d.mode for d in de if d.unit == r] for r in range(4)] == [
         [0, 1, 2, 3],
         [2, 3, 4, 5],
         [4, 5, 6, 7],
         [6, 7, 8, 9],
     ]
-    assert registry.descriptor("de").members_needed(cfg, cfg.de) == 10
+    assert registry.descriptor("de").members_needed(methods, methods.de) == 10
     with pytest.raises(ConfigError, match="pool: 8 is below the 10 networks"):
-        Methods.parse({**cfg.to_dict(), "pool": 8}, "methods")
+        Methods.parse({**methods.to_dict(), "pool": 8}, "methods")
     with pytest.raises(ConfigError, match="modes_per_replicate: 5 exceeds modes"):
-        Methods.parse({**cfg.to_dict(), "modes_per_replicate": 5}, "methods")
+        Methods.parse({**methods.to_dict(), "modes_per_replicate": 5}, "methods")
 
 
 def test_registry_lookups():
-    cfg = Methods.parse(
+    methods = Methods.parse(
         {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
     )
     assert registry.settings_class("swag") is Swag
-    assert registry.fit_settings("dropout", cfg) == {"rate": 0.1, "layers": 1}
+    assert registry.fit_settings("dropout", methods) == {"rate": 0.1, "layers": 1}
     with pytest.raises(ValueError, match="unknown method 'mcmc'"):
         registry.check_method("mcmc")
     with pytest.raises(ValueError, match="no variant 'single'"):
-        registry.draw_plan("de", "single", cfg)
+        registry.draw_plan("de", "single", methods)
     with pytest.raises(ValueError, match="methods.swag is not configured"):
-        registry.settings_of("swag", cfg)
+        registry.settings_of("swag", methods)
 
 
 def test_sampling_only_settings_are_not_fit_settings():
-    cfg = Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0.5}}, "m")
-    fit = registry.fit_settings("swag", cfg)
+    methods = Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0.5}}, "m")
+    fit = registry.fit_settings("swag", methods)
     assert "scale" not in fit and "bn_update" not in fit and fit["snapshots"] == 20
 
 

@@ -199,23 +199,23 @@ def fit(
     y: torch.Tensor,
     seeds: list[int],
     families: list[str],
-    options: SymmetrizedViWidths,
+    settings: SymmetrizedViWidths,
     gen_seed: int = 0,
 ) -> StackedMeanField:
     """Replica r (seed seeds[r]) maximises its family's ELBO (the symmetrised one with the
     upper bound of the overlap, i.e. a certified lower bound of ELBO_sym), by Adam on
     mini-batches of ``batch_size`` images."""
-    q = StackedMeanField(spec, seeds, options.rho_init)
+    q = StackedMeanField(spec, seeds, settings.rho_init)
     sym = torch.tensor([f == "symmetrised" for f in families])
     gen = torch.Generator().manual_seed(104729 + gen_seed)
-    optimizer = torch.optim.Adam(q.parameters(), lr=options.lr)
+    optimizer = torch.optim.Adam(q.parameters(), lr=settings.lr)
     n = len(x)
-    batch = min(options.batch_size, n)
-    for _ in range(options.steps):
+    batch = min(settings.batch_size, n)
+    for _ in range(settings.steps):
         index = torch.randint(0, n, (batch,), generator=gen)
-        w = q.draw(options.elbo_samples, gen)
+        w = q.draw(settings.elbo_samples, gen)
         fit_term = log_likelihood(w, x[index], y[index]).mean(1) * (n / batch)
-        fit_term = fit_term - q.kl(options.prior_std)
+        fit_term = fit_term - q.kl(settings.prior_std)
         if sym.any():
             _, upper = q.overlap({k: v[sym] for k, v in w.items()}, sym)
             fit_term = fit_term.index_add(0, sym.nonzero().flatten(), -upper.mean(1).float())
@@ -264,24 +264,24 @@ def evaluate(
     families: list[str],
     data: dict[str, tuple[torch.Tensor, torch.Tensor]],
     reference: State,
-    options: SymmetrizedViWidths,
+    settings: SymmetrizedViWidths,
     gen_seed: int = 0,
 ) -> list[dict]:
     """One row per replica: ELBO split, overlap bounds, test metrics, MMDs to the reference."""
     gen = torch.Generator().manual_seed(7919 + gen_seed)
     x, y = data["train"]
     log_g = math.lgamma(spec["widths"][1] + 1)
-    w = q.draw(options.eval_samples, gen)
+    w = q.draw(settings.eval_samples, gen)
     expected_ll = torch.stack(
         [
             log_likelihood({k: v[r : r + 1] for k, v in w.items()}, x, y)[0]
             for r in range(len(families))
         ]
     ).mean(1)
-    kl = q.kl(options.prior_std)
+    kl = q.kl(settings.prior_std)
     lower, upper = q.overlap(w)
     probs = predictive(w, data["test"][0])
-    unit_kl = q.unit_kl(options.prior_std)
+    unit_kl = q.unit_kl(settings.prior_std)
     sym_spec = unit_groups(spec)
     ref_canonical = canonical(reference, spec)
     rows = []
@@ -291,9 +291,9 @@ def evaluate(
         constant = log_g if symmetrized else 0.0
         hi, lo = float(upper[r].mean()), float(lower[r].mean())
         elbo = mf_elbo + constant - (hi if symmetrized else 0.0)
-        samples = {k: v[r, : options.mmd_samples] for k, v in w.items()}
+        samples = {k: v[r, : settings.mmd_samples] for k, v in w.items()}
         if symmetrized:  # q_sym's draws: g w, g uniform on G
-            perms = random_permutations(sym_spec, options.mmd_samples, gen)
+            perms = random_permutations(sym_spec, settings.mmd_samples, gen)
             samples = apply_permutations(samples, sym_spec, perms)
         rows.append(
             {
@@ -316,39 +316,39 @@ def evaluate(
 
 
 def reference_posterior(
-    spec: dict, x: torch.Tensor, y: torch.Tensor, options: SymmetrizedViWidths
+    spec: dict, x: torch.Tensor, y: torch.Tensor, settings: SymmetrizedViWidths
 ) -> State:
     """A deep ensemble: ``reference_runs`` independent SGD runs trained side by side."""
     return stacked_mlp.train_stacked(
         spec["widths"],
         x,
         y,
-        range(10_000, 10_000 + options.reference_runs),
-        epochs=options.reference_epochs,
-        batch_size=options.reference_batch_size,
-        lr=options.reference_lr,
+        range(10_000, 10_000 + settings.reference_runs),
+        epochs=settings.reference_epochs,
+        batch_size=settings.reference_batch_size,
+        lr=settings.reference_lr,
         loss="cross_entropy",
     )
 
 
-def compare(options: SymmetrizedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
+def compare(settings: SymmetrizedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
     """One row per (width, family, seed), plus one ``reference`` row per width (the deep
     ensemble's own test metrics; its ELBO and MMD columns are null)."""
-    data = pooled_digits(options.image_size, data_root, options.dataset)
+    data = pooled_digits(settings.image_size, data_root, settings.dataset)
     x, y = data["train"]
-    seeds = [int(s) for s in options.seeds]
+    seeds = [int(s) for s in settings.seeds]
     families = [f for f in FAMILIES for _ in seeds]
     rows = []
-    for width in options.widths:
+    for width in settings.widths:
         spec = stacked_mlp.mlp_spec([x.shape[1], width, 10])
-        reference = reference_posterior(spec, x, y, options)
+        reference = reference_posterior(spec, x, y, settings)
         probs = torch.softmax(stacked_forward(reference, data["test"][0]).double(), -1).mean(0)
         rows.append(
             {"width": width, "family": "reference", "seed": None}
             | prediction_metrics(probs, data["test"][1])
         )
-        q = fit(spec, x, y, seeds * len(FAMILIES), families, options, gen_seed=width)
-        evaluated = evaluate(q, spec, families, data, reference, options, gen_seed=width)
+        q = fit(spec, x, y, seeds * len(FAMILIES), families, settings, gen_seed=width)
+        evaluated = evaluate(q, spec, families, data, reference, settings, gen_seed=width)
         for seed, row in zip(seeds * len(FAMILIES), evaluated):
             rows.append({"width": width, "seed": seed} | row)
     return pl.DataFrame(rows, infer_schema_length=None).select(
