@@ -10,7 +10,10 @@ from symbnn.methods.interface import Method
 from symbnn.settings import DeepEnsembles
 
 
-class DeepEnsemble(Method):
+class DeepEnsembleMembers(Method):
+    """The Deep Ensembles method (config key and results folder `de`, settings
+    `DeepEnsembles`): its samples are pool members."""
+
     def fit(
         self, problem: Problem, mode: Mode, settings: DeepEnsembles, seed: int, count: int
     ) -> Fitted:
