@@ -16,11 +16,11 @@ from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import Draw, mode_blocks, split_counts
 from symbnn.methods.sampling import (
     REPLICATE_SEED_STRIDE,
-    draw_samples,
     fit_block,
     load_fits,
     problem_for,
     sample_store,
+    sample_variant,
     save_fits,
 )
 from symbnn.predictions import open_predictions, write_predictions
@@ -37,7 +37,7 @@ def test_split_counts_are_balanced_and_complete():
         split_counts(2, 3)
 
 
-def test_registry_variants_and_draw_plans():
+def test_registry_variants_and_sample_plans():
     methods = Methods.parse(
         {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
     )
@@ -46,7 +46,8 @@ def test_registry_variants_and_draw_plans():
 
     def plan(method, variant):
         return [
-            (d.mode, d.count, d.unit, d.skip) for d in registry.draw_plan(method, variant, methods)
+            (d.mode, d.count, d.unit, d.skip)
+            for d in registry.sample_plan(method, variant, methods)
         ]
 
     # single-mode: all 10 samples at each of the 4 modes (one posterior per mode)
@@ -74,7 +75,7 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
         },
         "methods",
     )
-    draws = registry.draw_plan("sghmc", "multi", methods)
+    draws = registry.sample_plan("sghmc", "multi", methods)
     assert [(d.unit, d.mode, d.count) for d in draws] == [
         (0, 0, 2),
         (0, 1, 2),
@@ -89,7 +90,7 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
     assert [d.skip for d in draws] == [0, 0, 2, 0, 2, 0, 2, 2]
     assert registry.fit_counts("sghmc", methods) == [4] * 4  # = the one-mode count: no extra fit
     # Deep Ensemble replicates: 4 members each, starting 2 pool networks apart
-    de = registry.draw_plan("de", "multi", methods)
+    de = registry.sample_plan("de", "multi", methods)
     assert [[d.mode for d in de if d.unit == r] for r in range(4)] == [
         [0, 1, 2, 3],
         [2, 3, 4, 5],
@@ -112,7 +113,7 @@ def test_registry_lookups():
     with pytest.raises(ValueError, match="unknown method 'mcmc'"):
         registry.check_method("mcmc")
     with pytest.raises(ValueError, match="no variant 'single'"):
-        registry.draw_plan("de", "single", methods)
+        registry.sample_plan("de", "single", methods)
     with pytest.raises(ValueError, match="methods.swag is not configured"):
         registry.settings_of("swag", methods)
 
@@ -156,8 +157,8 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
             seen.append(("fit", mode.seed, seed, count))
             return {"state": mode.state}
 
-        def draw(self, problem, fitted, count, settings, seed):
-            seen.append(("draw", seed, count))
+        def sample(self, problem, fitted, count, settings, seed):
+            seen.append(("sample", seed, count))
             return {
                 n: t.unsqueeze(0).repeat(count, *[1] * t.ndim) for n, t in fitted["state"].items()
             }
@@ -173,17 +174,17 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
     ]
     save_fits(blocks[1], tmp_path / "fits.safetensors")
     assert load_fits(tmp_path / "fits.safetensors").mode_seeds == [101]
-    state, info = draw_samples(problem, fake, Swag(), blocks, plan, 5, multi=False)
+    state, info = sample_variant(problem, fake, Swag(), blocks, plan, 5, multi=False)
     assert list(info["mode_index"]) == [0, 0, 0, 1, 1, 2, 2]
     assert list(info["mode_seed"]) == [100, 100, 100, 101, 101, 102, 102]
     assert list(info["unit"]) == [0, 0, 0, 1, 1, 2, 2]
-    assert ("fit", 101, 6, None) in seen and ("draw", 7, 2) in seen
+    assert ("fit", 101, 6, None) in seen and ("sample", 7, 2) in seen
     assert torch.equal(state["fc2.weight"][3], pool_state["fc2.weight"][1])
     # a multi-mode replicate draws with a seed of its own
-    draw_samples(problem, fake, Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
-    assert ("draw", 5 + 1 + REPLICATE_SEED_STRIDE * 4, 2) in seen
+    sample_variant(problem, fake, Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
+    assert ("sample", 5 + 1 + REPLICATE_SEED_STRIDE * 4, 2) in seen
     with pytest.raises(ValueError, match=r"no fit for mode\(s\) \[2\]"):
-        draw_samples(problem, fake, Swag(), blocks[:2], plan, 5, multi=False)
+        sample_variant(problem, fake, Swag(), blocks[:2], plan, 5, multi=False)
 
 
 def test_deep_ensemble_member_is_the_mode_itself():
@@ -191,12 +192,12 @@ def test_deep_ensemble_member_is_the_mode_itself():
     state = problem.build().state_dict()
     member = deep_ensembles.DeepEnsembleMembers()
     fitted = member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 1)
-    out = member.draw(problem, fitted, 1, DeepEnsembles(), 0)
+    out = member.sample(problem, fitted, 1, DeepEnsembles(), 0)
     assert all(torch.equal(out[name][0], state[name]) for name in state)
     with pytest.raises(ValueError, match="one network"):
         member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 2)
     with pytest.raises(ValueError, match="the fit drew"):
-        member.draw(problem, fitted, 2, DeepEnsembles(), 0)
+        member.sample(problem, fitted, 2, DeepEnsembles(), 0)
 
 
 @pytest.fixture

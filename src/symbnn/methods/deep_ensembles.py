@@ -24,7 +24,7 @@ class DeepEnsembleMembers(Method):
         state = {name: t.detach().cpu().unsqueeze(0).clone() for name, t in mode.state.items()}
         return {"samples": state}
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: DeepEnsembles, seed: int
     ) -> dict[str, torch.Tensor]:
         return fitted_samples("de", fitted, count)

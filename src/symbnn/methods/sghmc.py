@@ -162,7 +162,7 @@ class SghmcChains(BatchedMethod):
             ]
         return [{"samples": samples} for samples in chains]
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
     ) -> dict[str, torch.Tensor]:
         """The chain's samples, as `fit` drew them."""

@@ -316,7 +316,7 @@ class SwagGaussian(BatchedMethod):
             for model, moments in fitted
         ]
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
     ) -> dict[str, torch.Tensor]:
         """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""
