@@ -14,7 +14,7 @@ and the largest difference of any tensor between the two fits of a mode. Both ru
 algorithm with the same random streams; over the default's thousands of steps the training
 amplifies their float32 roundings into different networks, as it does a 1e-7 nudge of the
 loop's own start (docs/deviations.md, D40), so the column is large on this problem; the tests
-(`tests/test_batched_fits.py`) hold the two to 1e-5 over a few steps.
+(`tests/methods/test_batched_fits.py`) hold the two to 1e-5 over a few steps.
 The modes are the pool's first seeds' initial weights, not trained networks: MC Dropout and
 the BNN train from their seed anyway, and the SGD/SGHMC steps of SWAG and SGHMC cost the same
 from any start. The convergence threshold is 0, so no seed is retried on either side.

@@ -138,7 +138,7 @@ def repo_config():
 def tiny_experiment(n_samples, shard_size=2):
     """The default experiment cut down to seconds, every network kept: 2 epochs over the 4,000
     training digits with momentum (plain SGD needs the default's 12 epochs), which the target
-    networks need to learn (test accuracies about 0.7, chance 0.1: tests/test_workflow.py
+    networks need to learn (test accuracies about 0.7, chance 0.1: tests/workflow/test_workflow.py
     checks the median); 200 test images (a stratified subset), 50 OOD patches."""
     tiny = copy.deepcopy(repo_config()["experiments"]["default"])
     tiny["data"].update(test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})

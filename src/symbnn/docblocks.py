@@ -8,7 +8,7 @@ markers that name the block, the script, the commit and the date::
     <!-- END GENERATED train-throughput -->
 
 Rerunning the script replaces the block in place (or appends it when the file has none of
-that name); nothing else in the file changes. `tests/test_docs_figures.py` checks that every
+that name); nothing else in the file changes. `tests/repository/test_docs_figures.py` checks that every
 block's script exists and names the block, and that no run figure stands outside a block.
 """
 

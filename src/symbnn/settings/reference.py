@@ -4,7 +4,7 @@ for each section of an experiment the workflow rules whose params read it.
 
     python -m symbnn.settings.reference          # rewrites the block `configuration`
 
-`tests/test_configuration_doc.py` fails when the page differs from what this writes, so the
+`tests/settings/test_configuration_doc.py` fails when the page differs from what this writes, so the
 page cannot drift from the settings layer.
 """
 

@@ -19,7 +19,7 @@ import pytest
 
 from symbnn.docblocks import parse_blocks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 RESULT_WORDS = (

@@ -13,7 +13,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))
 # Run by the workflow driver on the submit host, never inside a job's environment.
 DRIVER_ONLY = {

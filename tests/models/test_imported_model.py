@@ -30,7 +30,7 @@ def trusted():
 def with_model(model):
     from pathlib import Path
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "config.yaml").read_text())
     config["experiments"]["default"]["model"] = model
     return config
 

@@ -16,7 +16,7 @@ from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 from symbnn.treefile import outline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -456,7 +456,7 @@ def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run
 
 def test_documented_result_commands_run(finished_run):
     """The README's commands that read a finished run (store info, the tables, the report),
-    on this run's results; tests/test_docs_commands.py runs every other documented command."""
+    on this run's results; tests/repository/test_docs_commands.py runs every other documented command."""
     from test_docs_commands import result_commands, run_result_command
 
     snakemake(finished_run, "--report", "results/report.html")  # what `make run` ends with

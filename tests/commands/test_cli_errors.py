@@ -18,7 +18,9 @@ import typing
 
 import numpy as np
 import pytest
-from test_reliability import cli, dvc_repository, fails, make, optunet
+from conftest import cli, fails
+from dvc_repos import dvc_repository, make
+from optunet_stores import optunet
 
 from symbnn import memory
 from symbnn import settings as S

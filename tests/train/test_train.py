@@ -25,7 +25,7 @@ from symbnn.train.seeding import build_seeded_model, init_parameters, seed_gener
 from symbnn.train.sgd import StackedSGD
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def stripes(n: int, seed: int, classes: int = 4, size: int = 28, channels: int = 1) -> ImageData:

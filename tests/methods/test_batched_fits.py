@@ -20,7 +20,7 @@ from symbnn.train.seeding import build_seeded_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SEEDS = [11, 12, 13]
 SWAG_QUICK = {"epochs": 2, "snapshots": 4, "rank": 3}  # 8 SGD steps of the tiny recipe
 

@@ -16,7 +16,7 @@ from symbnn.settings import ConfigError, config_from_mapping, load_config
 from symbnn.settings.base import Section
 from symbnn.settings.schema import config_schema
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

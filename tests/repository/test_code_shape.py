@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = "symbnn"
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80

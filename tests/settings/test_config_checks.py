@@ -19,7 +19,7 @@ from symbnn.jobenv import workflow_settings
 from symbnn.settings import ConfigError, config_from_mapping, load_config
 from symbnn.settings.base import Section, type_hints
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = (REPO / "config.yaml").read_text()
 
 

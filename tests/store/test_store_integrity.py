@@ -122,7 +122,7 @@ def test_a_user_model_is_trusted_when_named_by_config_option_or_environment(tmp_
     assert open_store(path).architecture == USER_MODEL
     monkeypatch.delenv(trust.ENVIRONMENT)
     # in the current folder's config.yaml, read only when needed
-    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).parents[2] / "config.yaml").read_text())
     config["experiments"]["default"]["model"] = USER_MODEL
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     assert cli("store", "validate", path)[0] == 0

@@ -19,7 +19,7 @@ from conftest import repo_config, stop_process, tiny_experiment
 
 from symbnn.store import open_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "profiles" / "slurm"
 SNAKEMAKE = [*WITHOUT_PROFILE, "--profile", str(PROFILE)]
 FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18")
@@ -200,7 +200,7 @@ def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
 # ---------------------------------------------------------------------------------------
 # A real single-node Slurm (Debian's slurmctld, slurmd, munge) on localhost.
 
-SLURM_CONF_MARK = "# written by symbnn tests/test_slurm.py"
+SLURM_CONF_MARK = "# written by symbnn tests/workflow/test_slurm.py"
 
 
 def run(cmd, **kwargs):

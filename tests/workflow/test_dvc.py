@@ -31,7 +31,7 @@ from conftest import (
     workflow_config,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def tiny_config():
     other = copy.deepcopy(tiny)
     other["recipe"]["lr"] = 0.02
     # the analyses stage of dvc.yaml versions results/analyses: build it, small (one analysis
-    # is enough for the bookkeeping; tests/test_workflow.py runs them all)
+    # is enough for the bookkeeping; tests/workflow/test_workflow.py runs them all)
     analyses = {**NO_ANALYSES, "toy": TINY_ANALYSES["toy"]}
     return workflow_config({"tiny-a": tiny, "tiny-b": other}, analyses)
 

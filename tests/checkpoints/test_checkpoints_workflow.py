@@ -17,7 +17,7 @@ from symbnn.settings import config_from_mapping
 from symbnn.settings.checkpoints import ReleasedSetting
 from symbnn.store import open_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 N_RELEASED, N_TARGET, N_POOL = 32, 24, 8
 
 

@@ -5,7 +5,7 @@ import re
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # spelled in pieces so that this file does not match itself
 OUTSIDE = re.compile(r"\b" + "SP" + "EC" + r"\b|\.\./" + "shared" + r"|notes/" + "FACTS")
 LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)")

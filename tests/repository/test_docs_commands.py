@@ -3,7 +3,7 @@ from the code: each documented line must match one of the runners below (a new k
 command fails `test_every_documented_command_has_a_runner` until it gets one), and runs as
 typed or, where running it in full is impossible here (a Slurm submission, a download, an
 upload), in its dry-run form. The job counts docs/slurm.md quotes are the ones the dry runs
-plan. Commands that read a finished run's results run in tests/test_workflow.py, on its
+plan. Commands that read a finished run's results run in tests/workflow/test_workflow.py, on its
 results (`result_commands`)."""
 
 import contextlib
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import user_shell_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FULL = ("mnist-optunet", "cifar100-resnet18", "tinyimagenet-resnet18", "cifar10-resnet20")
 
@@ -56,7 +56,7 @@ def runner_of(command):
     kinds = [
         # a usage synopsis of the symbnn command line: every sub-command and option exists
         ("synopsis", r"(\.venv/bin/)?symbnn [a-z]+\b.*[\[|A-Z]"),
-        # needs a finished run's results: tests/test_workflow.py runs them
+        # needs a finished run's results: tests/workflow/test_workflow.py runs them
         ("results", r"(\.venv/bin/)?symbnn store (info|validate) |cat results/|xdg-open "),
         ("config", r"\.venv/bin/symbnn config (check|schema)\b"),
         ("snakemake", r"\.venv/bin/snakemake "),
@@ -242,7 +242,7 @@ def test_documented_dvc_remote_commands_configure_the_remote(dvc_checkout):
 
 @pytest.mark.parametrize("command", commands_of("dvc-pull"))
 def test_documented_dvc_pull_runs(command, dvc_checkout):
-    """As typed, in a checkout with nothing recorded yet; tests/test_dvc.py pulls real
+    """As typed, in a checkout with nothing recorded yet; tests/workflow/test_dvc.py pulls real
     results with the same command (`plain_pulled`)."""
     (dvc_checkout / "dvc.yaml").write_text("stages: {}\n")
     result = run([sys.executable, "-m", "dvc", *shlex.split(command)[1:]], cwd=dvc_checkout)
@@ -251,7 +251,7 @@ def test_documented_dvc_pull_runs(command, dvc_checkout):
 
 @pytest.mark.parametrize("command", commands_of("dvc-push"))
 def test_documented_dvc_push_runs(command, dvc_checkout):
-    """As typed, in a checkout with nothing recorded yet; tests/test_dvc.py pushes the results
+    """As typed, in a checkout with nothing recorded yet; tests/workflow/test_dvc.py pushes the results
     a run recorded with the same command."""
     (dvc_checkout / "dvc.yaml").write_text("stages: {}\n")
     result = run([sys.executable, "-m", "dvc", *shlex.split(command)[1:]], cwd=dvc_checkout)
@@ -296,7 +296,7 @@ def test_documented_git_command(command, tmp_path):
 
 
 def test_result_commands_are_few_and_known():
-    """The commands tests/test_workflow.py runs on its results."""
+    """The commands tests/workflow/test_workflow.py runs on its results."""
     commands = result_commands()
     assert any(c.startswith(".venv/bin/symbnn store info results/") for c in commands)
     assert any(c.startswith("xdg-open results/report.html") for c in commands)
@@ -324,17 +324,17 @@ def run_result_command(command, workdir, experiment):
 # in full here (test_documented_make_command_runs). test_documented_make_command_dry_runs checks
 # that each target exists and its recipe expands.
 RUN_ELSEWHERE = {
-    "run": "hours of training: tests/test_workflow.py runs the workflow on a tiny config, "
-    "tests/test_console.py on a terminal",
+    "run": "hours of training: tests/workflow/test_workflow.py runs the workflow on a tiny config, "
+    "tests/commands/test_console.py on a terminal",
     "test": "the whole suite, which this test is part of",
     "test-fast": "the unit tests, which this test is part of",
     "install": "builds .venv with torch (minutes, network): a fresh machine's `make test` runs it",
-    "push": "tests/test_dvc.py, to a local remote and to moto's S3 on 127.0.0.1",
-    "pull": "tests/test_dvc.py, on fresh clones and from a missing remote",
-    "verify": "tests/test_dvc.py, tests/test_reliability.py and tests/test_cli_errors.py, on "
-    "pulled and damaged results",
-    "adopt": "tests/test_dvc.py, after a partial pull and refusing changed settings",
-    "upgrade-stores": "tests/test_store_integrity.py, on stores of the older format",
+    "push": "tests/workflow/test_dvc.py, to a local remote and to moto's S3 on 127.0.0.1",
+    "pull": "tests/workflow/test_dvc.py, on fresh clones and from a missing remote",
+    "verify": "tests/workflow/test_dvc.py, tests/workflow/test_reliability.py and "
+    "tests/commands/test_cli_errors.py, on pulled and damaged results",
+    "adopt": "tests/workflow/test_dvc.py, after a partial pull and refusing changed settings",
+    "upgrade-stores": "tests/store/test_store_integrity.py, on stores of the older format",
 }
 
 

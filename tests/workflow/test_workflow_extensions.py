@@ -3,7 +3,7 @@ import path, run end to end (training on the user's images, the method's fits an
 canonical form, MMD, metrics, Table 1, the report), plan their reruns from their settings and
 from the dataset's content, and planning imports no torch. The method is docs/extending.md's
 last-layer Gaussian, the datasets tests/user_datasets.py's (on PYTHONPATH, like
-tests/user_models.py in tests/test_workflow_runs.py)."""
+tests/user_models.py in tests/workflow/test_workflow_runs.py)."""
 
 import base64
 import os
@@ -24,12 +24,12 @@ from conftest import (
     workflow_config,
 )
 from conftest import run_snakemake as snakemake
-from test_extending import METHOD, doc_blocks, doc_files
+from extending_docs import METHOD, doc_blocks, doc_files
 
 from symbnn.predictions import open_predictions
 from symbnn.store import open_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LABEL = "Last-layer Gaussian"
 pytestmark = pytest.mark.slow
 

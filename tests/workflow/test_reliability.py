@@ -18,29 +18,14 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from conftest import REPO, cli, fails, legacy_store, random_images, stacked_state, user_shell_env
+from conftest import REPO, cli, fails, legacy_store, random_images, stacked_state
+from dvc_repos import DVC_ENV, dvc_repository, make
+from optunet_stores import ARCH, optunet
 
 from symbnn.mmd import MMDInputError, PooledDistances, layerwise_mmd
 from symbnn.predictions import open_predictions, write_predictions
 from symbnn.runlog import expected_error
 from symbnn.store import Store, StoreError, open_store, write_store
-
-ARCH = {"name": "optunet"}
-
-
-def optunet(tmp_path, name="store.zarr", n=8, seed=0, scale=None, dtype=None):
-    state = {k: v.numpy() for k, v in stacked_state(ARCH, n, seed=seed).items()}
-    if scale is not None:
-        state = {k: (v * np.float32(scale)).astype(v.dtype) for k, v in state.items()}
-    if dtype is not None:
-        state = {k: v.astype(dtype) for k, v in state.items()}
-    info = {
-        "seed": np.arange(seed, seed + n),
-        "converged": np.ones(n, bool),
-        "test_accuracy": np.linspace(0.5, 0.9, n).astype(np.float32),
-    }
-    attrs = {"architecture": ARCH, "experiment": "t"}
-    return write_store(tmp_path / name, state, info, attrs)
 
 
 @pytest.fixture
@@ -248,66 +233,12 @@ def test_minmass_results_are_checked_finite(tmp_path, monkeypatch):
 
 # --- 3. make verify and make push ---------------------------------------------------------
 
-DVC_ENV = user_shell_env()
-
-
-def sh(cwd, *cmd, check=True, env=None):
-    result = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env or DVC_ENV
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"{cmd} failed:\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def make(cwd, target, *args, check=False, env=None):
-    return sh(
-        cwd,
-        "make",
-        "--no-print-directory",
-        "-f",
-        REPO / "dvc.mk",
-        target,
-        f"DVC_PY={sys.executable}",
-        "DVC_STAMP=",
-        "DVC_RESULTS=results",
-        *args,
-        check=check,
-        env=env,
-    )
-
 
 @pytest.fixture(scope="module")
 def dvc_repo(tmp_path_factory):
     """A git + DVC repository with one recorded experiment (a store and a table) and a
     Snakefile with nothing to do; its default remote is a folder beside it."""
     return dvc_repository(tmp_path_factory.mktemp("dvc") / "repo", ("e",))
-
-
-def dvc_repository(root, experiments):
-    """At ``root``, a git + DVC repository with each of ``experiments`` recorded (a store and
-    a table in results/NAME, one DVC stage each) and a Snakefile with nothing to do; its
-    default remote is a folder beside it."""
-    state = {k: v.numpy() for k, v in stacked_state(ARCH, 3).items()}
-    stages = {}
-    for name in experiments:
-        (root / "results" / name).mkdir(parents=True)
-        write_store(root / "results" / name / "target.zarr", state, {"seed": np.arange(3)})
-        (root / "results" / name / "table.csv").write_text("a\n1\n")
-        stages[name] = {"cmd": "true", "outs": [{f"results/{name}": {"persist": True}}]}
-    tables = ", ".join(f'"results/{name}/table.csv"' for name in experiments)
-    (root / "Snakefile").write_text(f"rule all:\n    input: {tables}\n")
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
-    sh(root, "git", "init", "-q")
-    sh(root, sys.executable, "-m", "dvc", "init", "-q")
-    (root / ".dvc" / "config").write_text(
-        "[core]\n    remote = results\n['remote \"results\"']\n    url = ../../remote\n"
-        "    verify = true\n"
-    )
-    assert make(root, "push").returncode == 0
-    sh(root, "git", "add", "-A")
-    sh(root, "git", "commit", "-qm", "results")
-    return root
 
 
 def test_verify_fails_when_its_target_is_absent(dvc_repo, tmp_path):

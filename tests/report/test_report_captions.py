@@ -9,7 +9,7 @@ import pytest
 from docutils.core import publish_parts
 from jinja2 import Environment
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CAPTIONS = sorted((REPO / "report").glob("*.rst"))
 
 

@@ -2,7 +2,7 @@
 import path, is checked like a shipped one: its settings by its own section (errors name the
 key), its import through `symbnn.trust`, its samples by the contract every method keeps, its
 images by the checks every loader passes. The whole workflow with both runs in
-tests/test_workflow_extensions.py."""
+tests/workflow/test_workflow_extensions.py."""
 
 import ast
 import filecmp
@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 import yaml
 from conftest import check_method_contract, repo_config
+from extending_docs import DOC, EXAMPLE_MODULES, METHOD, doc_blocks, doc_files
 
 from symbnn import trust
 from symbnn.data import load_dataset
@@ -26,25 +27,7 @@ from symbnn.methods import registry
 from symbnn.settings import ConfigError, Methods, config_from_mapping, load_config
 from symbnn.settings.schema import config_schema
 
-REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "extending.md"
-METHOD = "last_layer_gaussian:LastLayerGaussian"
-EXAMPLE_MODULES = ("last_layer_gaussian", "my_models", "my_data")
-
-
-def doc_blocks(kind):
-    """The text of every ```KIND block of docs/extending.md, in order."""
-    return re.findall(rf"^```{kind}\n(.*?)^```", DOC.read_text(), re.M | re.S)
-
-
-def doc_files():
-    """{file name: text} of the Python blocks that start with `# file: NAME`."""
-    files = {}
-    for block in doc_blocks("python"):
-        first, _, rest = block.partition("\n")
-        if first.startswith("# file: "):
-            files[first.removeprefix("# file: ").strip()] = rest
-    return files
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shipped_descriptor_block():
