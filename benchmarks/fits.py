@@ -74,16 +74,18 @@ def initial_modes(problem: Problem, seeds: list[int]) -> list[Mode]:
     return [Mode(s, build_seeded_model(problem.model_spec, s).state_dict()) for s in seeds]
 
 
-def loop_fit(method: str, problem: Problem, mode: Mode, cfg, seed: int, count):
+def loop_fit(method: str, problem: Problem, mode: Mode, settings, seed: int, count):
     """The loop trainer's fit of one mode (the tensors compared)."""
     if method == "dropout":
-        return dropout.train_with_dropout(problem, mode.seed, cfg.rate, cfg.layers).state_dict()
+        return dropout.train_with_dropout(
+            problem, mode.seed, settings.rate, settings.layers
+        ).state_dict()
     if method == "bnn":
-        q = bnn.train_bnn(problem, mode.seed, cfg)
+        q = bnn.train_bnn(problem, mode.seed, settings)
         return {"mu": list(q.mu), "rho": list(q.rho)}
     if method == "sghmc":
-        return sghmc.chain(problem, mode, count, cfg, seed)
-    model, moments = swag.fit_swag(problem, mode, cfg, seed)
+        return sghmc.chain(problem, mode, count, settings, seed)
+    model, moments = swag.fit_swag(problem, mode, settings, seed)
     return {"state": model.state_dict(), "moments": moments.to_dict()}
 
 
@@ -110,17 +112,17 @@ def largest_difference(a, b) -> float:
 
 def run_method(method: str, problem: Problem, methods, n_modes: int) -> dict:
     described = registry.descriptor(method, methods)
-    cfg = getattr(methods, method)
+    settings = getattr(methods, method)
     impl = registry.implementation(described)
     counts = registry.fit_counts(method, methods)[:n_modes]
     asked = counts if described.samples_at_fit else [None] * n_modes
     modes = initial_modes(problem, [methods.first_seed + k for k in range(n_modes)])
     seeds = [methods.seed + k for k in range(n_modes)]
     start = time.perf_counter()
-    loop = [loop_fit(method, problem, m, cfg, s, c) for m, s, c in zip(modes, seeds, asked)]
+    loop = [loop_fit(method, problem, m, settings, s, c) for m, s, c in zip(modes, seeds, asked)]
     loop_s = time.perf_counter() - start
     start = time.perf_counter()
-    batched = impl.fit_modes(problem, modes, cfg, seeds, asked)
+    batched = impl.fit_modes(problem, modes, settings, seeds, asked)
     batched_s = time.perf_counter() - start
     diff = max(largest_difference(a, compared(method, b)) for a, b in zip(loop, batched))
     return {"method": method, "modes": n_modes, "loop": loop_s, "batched": batched_s, "diff": diff}

@@ -530,7 +530,7 @@ def _symbnn_swag(ctx: Context, mode: Mode, settings) -> tuple[dict, float]:
     start = time.perf_counter()
     fitted = symbnn_swag.fit(problem, mode, settings, 0, ENSEMBLE)
     fit_seconds = time.perf_counter() - start
-    return symbnn_swag.draw(problem, fitted, ENSEMBLE, settings, 0), fit_seconds
+    return symbnn_swag.sample(problem, fitted, ENSEMBLE, settings, 0), fit_seconds
 
 
 def _tu_swag(ctx: Context, mode: Mode, settings) -> tuple[Any, float]:
@@ -674,7 +674,7 @@ def row_dropout(ctx: Context) -> list[Row]:
         )
         fitted = {"state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
         fit_seconds = time.perf_counter() - start
-        samples = symbnn_dropout.draw(problem, fitted, ENSEMBLE, settings, 0)
+        samples = symbnn_dropout.sample(problem, fitted, ENSEMBLE, settings, 0)
         return ensemble_probs(ctx.optunet_spec, samples, ctx.test, ctx.test), fit_seconds
 
     (probs, fit_s), seconds, peak = measure(ours)

@@ -194,6 +194,7 @@ rule permutation_frequency:
         "../workflow_scripts/permutation_frequency.py"
 
 
+# the rule names are the config keys and name the results (-ise); the code they run says -ize
 rule symmetrised_vi:
     output:
         runs=f"{ANALYSES}/symmetrised_vi/runs.parquet",
@@ -219,7 +220,7 @@ rule symmetrised_vi:
     message:
         "Symmetrised vs mean-field variational posterior on the two-Gaussian MLP task"
     script:
-        "../workflow_scripts/symmetrised_vi.py"
+        "../workflow_scripts/symmetrized_vi.py"
 
 
 rule symmetrised_vi_widths:
@@ -254,7 +255,7 @@ rule symmetrised_vi_widths:
     message:
         "Mean-field vs symmetrised VI on MLPs of several widths, against a deep ensemble"
     script:
-        "../workflow_scripts/symmetrised_vi_widths.py"
+        "../workflow_scripts/symmetrized_vi_widths.py"
 
 
 rule variational_alignment:

@@ -302,7 +302,7 @@ def fit_params(wildcards):
     return params
 
 
-def draw_params(wildcards):
+def sample_params(wildcards):
     """What a variant's samples depend on besides its fits: every setting of the method but
     the prediction-only ones (the fits carry the others' effect), the sample counts and the
     seed."""
@@ -310,10 +310,10 @@ def draw_params(wildcards):
     registry = symbnn.methods.registry
     return {
         **registry.code_params(wildcards.method, methods),
-        "settings": registry.draw_settings(wildcards.method, methods),
+        "settings": registry.sample_settings(wildcards.method, methods),
         "plan": [
             dataclasses.asdict(d)
-            for d in registry.draw_plan(wildcards.method, wildcards.variant, methods)
+            for d in registry.sample_plan(wildcards.method, wildcards.variant, methods)
         ],
         "seed": methods.seed,
     }

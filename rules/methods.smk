@@ -106,7 +106,7 @@ rule sample:
         slurm_partition=train_partition,
     params:
         training=training_params,
-        draw=draw_params,
+        sample=sample_params,
     message:
         "Drawing the {wildcards.method} ({wildcards.variant}-mode) samples of {wildcards.experiment}"
     script:

@@ -328,7 +328,7 @@ def sample_with(method, problem, mode, count, settings=None, seed=0):
     section = described.settings.parse(settings or {}, described.name)
     implementation = registry.implementation(described)
     fitted = implementation.fit(problem, mode, section, seed, count)
-    return implementation.draw(problem, fitted, count, section, seed)
+    return implementation.sample(problem, fitted, count, section, seed)
 
 
 def check_method_contract(described, problem, mode, settings, folder):
@@ -352,9 +352,9 @@ def check_method_contract(described, problem, mode, settings, folder):
     stored = load_fits(folder / "fits.safetensors").fits[0]
     assert_same_tree(fitted, stored)
     reference = problem.build().state_dict()
-    samples = method.draw(problem, stored, count, section, 5)
+    samples = method.sample(problem, stored, count, section, 5)
     assert_sample_contract(samples, reference, count)
-    assert_same_tree(samples, method.draw(problem, fitted, count, section, 5))
+    assert_same_tree(samples, method.sample(problem, fitted, count, section, 5))
     info = {"mode_index": np.zeros(count, np.int64), "unit": np.zeros(count, np.int64)}
     attrs = {"method": described.name, "architecture": problem.model_spec}
     store = write_sample_store(folder / "samples.zarr", attrs, samples, info)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from symbnn.models import build_model
-from symbnn.symmetry.testing import randomised
+from symbnn.symmetry.testing import randomized
 
 
 def random_module_state(
@@ -20,7 +20,7 @@ def random_module_state(
     conv/linear weights, every bias and BatchNorm tensor drawn at random."""
     g = torch.Generator().manual_seed(seed)
     return {
-        name: randomised(name, t.detach().clone(), t.dim(), g, dtype, bias_std)
+        name: randomized(name, t.detach().clone(), t.dim(), g, dtype, bias_std)
         for name, t in model.state_dict().items()
     }
 

@@ -52,7 +52,7 @@ def test_nan_probabilities_are_reported(optunet_store, tmp_path, capsys):
     assert "ood[1] holds NaN" in capsys.readouterr().out
 
 
-def test_ood_images_go_through_the_in_distribution_normalisation(optunet_store, tmp_path):
+def test_ood_images_go_through_the_in_distribution_normalization(optunet_store, tmp_path):
     """The network was trained on images normalised with the training statistics: the OOD
     set is normalised the same way, not with its own mean and std."""
     from symbnn.models import build_model
@@ -73,11 +73,11 @@ def test_ood_images_go_through_the_in_distribution_normalisation(optunet_store, 
     assert np.allclose(got, expected, atol=2e-3) and not np.allclose(got, own, atol=2e-3)
 
 
-def test_linearised_predictions_expand_each_sample_at_its_pool_mode(optunet_store, tmp_path):
-    """Samples record their mode's pool seed; with `linearise_at` each is predicted through
+def test_linearized_predictions_expand_each_sample_at_its_pool_mode(optunet_store, tmp_path):
+    """Samples record their mode's pool seed; with `linearize_at` each is predicted through
     the network linearised there: at the mode itself that is the network, away from it the
-    first-order expansion (`symbnn.linearise`), not the sampled network."""
-    from symbnn.linearise import linearised_logits
+    first-order expansion (`symbnn.linearize`), not the sampled network."""
+    from symbnn.linearize import linearized_logits
     from symbnn.models import build_model
     from symbnn.predictions import open_predictions
     from symbnn.store import StoreError, write_store
@@ -93,7 +93,7 @@ def test_linearised_predictions_expand_each_sample_at_its_pool_mode(optunet_stor
     attrs = {"experiment": "t", "architecture": {"name": "optunet"}, "method": "laplace"}
     samples = write_store(tmp_path / "s.zarr", state, info, attrs)
     test, ood = random_images(9, 0), random_images(5, 1)
-    write_predictions(samples.path, tmp_path / "lin.zarr", test, ood, linearise_at=pool.path)
+    write_predictions(samples.path, tmp_path / "lin.zarr", test, ood, linearize_at=pool.path)
     write_predictions(samples.path, tmp_path / "raw.zarr", test, ood)
     lin, raw = open_predictions(tmp_path / "lin.zarr"), open_predictions(tmp_path / "raw.zarr")
     assert lin.attrs["predictive"] == "linearised" and raw.attrs["predictive"] == "sampled"
@@ -103,11 +103,11 @@ def test_linearised_predictions_expand_each_sample_at_its_pool_mode(optunet_stor
     for k in (1, 2):
         mode = {name: t[rows[k]] for name, t in modes.items()}
         sample = {name: t[k] for name, t in state.items()}
-        expected = torch.softmax(linearised_logits(model, mode, sample, x), 1).numpy()
+        expected = torch.softmax(linearized_logits(model, mode, sample, x), 1).numpy()
         np.testing.assert_allclose(lin.read("test")[k], expected, atol=1e-3)
     assert not np.allclose(lin.read("test")[1:], raw.read("test")[1:], atol=1e-3)
     # a sample whose mode is not in the pool names the seed
     other, _ = optunet_store("other.zarr", n=2, first_seed=50)
     with pytest.raises(StoreError, match="no pool network has seed 11"):
-        write_predictions(samples.path, tmp_path / "x.zarr", test, ood, linearise_at=other.path)
+        write_predictions(samples.path, tmp_path / "x.zarr", test, ood, linearize_at=other.path)
     assert not (tmp_path / "x.zarr").exists()

@@ -21,16 +21,16 @@ torch.set_num_threads(snakemake.threads)
 with log_to(snakemake.log[0]):
     env = environment(snakemake)
     store = snakemake.input.store
-    options = Alignment.parse(snakemake.params.alignment, "alignment")
+    settings = Alignment.parse(snakemake.params.alignment, "alignment")
     converged = converged_rows(snakemake.input.converged)
     pairs = (
         [converged_pair(store, converged)]
-        if options.pairs == 1
-        else converged_pairs(converged, options.pairs, store)
+        if settings.pairs == 1
+        else converged_pairs(converged, settings.pairs, store)
     )
     # the store and the data sets are read once for every pair
     target = open_store(store)
-    sets, train = data_sets(target, env.data_root, options.splits)
+    sets, train = data_sets(target, env.data_root, settings.splits)
     device = resolve_device(env.device)
     curves = []
     for pair, (row_a, row_b) in enumerate(pairs):
@@ -39,10 +39,10 @@ with log_to(snakemake.log[0]):
             target.state_dict(row_a),
             target.state_dict(row_b),
             sets,
-            options.points,
+            settings.points,
             reset_data=train,
-            bn_batches=options.bn_batches,
-            max_sweeps=options.max_sweeps,
+            bn_batches=settings.bn_batches,
+            max_sweeps=settings.max_sweeps,
             device=device,
         )
         curves.append(curve.with_columns(pair=pl.lit(pair), row_a=row_a, row_b=row_b))

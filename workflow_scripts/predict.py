@@ -27,7 +27,7 @@ with log_to(snakemake.log[0]):
         device=resolve_device(env.device),
         batch=predict_batch(snakemake),
         # a linearised predictive (Laplace) expands each sample's network at its pool mode
-        linearise_at=snakemake.input.get("pool")
+        linearize_at=snakemake.input.get("pool")
         if snakemake.params.predictive == "linearised"
         else None,
     )

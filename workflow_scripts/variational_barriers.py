@@ -18,13 +18,13 @@ torch.set_num_threads(snakemake.threads)
 with log_to(snakemake.log[0]):
     env = environment(snakemake)
     training, samples = snakemake.params.training, snakemake.params.samples
-    options = Alignment.parse(snakemake.params.alignment, "alignment")
+    settings = Alignment.parse(snakemake.params.alignment, "alignment")
     sets, _ = evaluation_sets(
-        Data.parse(training["data"], "data"), env.data_root, options.splits, env.download
+        Data.parse(training["data"], "data"), env.data_root, settings.splits, env.download
     )
     fits = load_fits(snakemake.input.fits)
     curves = variational_curves(
-        training["model"], fits, sets, options, samples, resolve_device(env.device)
+        training["model"], fits, sets, settings, samples, resolve_device(env.device)
     )
     rows = pair_rows(curves, "mean_field_vi")
     write_table(curves, snakemake.output.curves)

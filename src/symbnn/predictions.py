@@ -38,7 +38,7 @@ import torch
 import zarr
 
 from symbnn.data.core import ImageData
-from symbnn.linearise import Linearised
+from symbnn.linearize import Linearized
 from symbnn.models import build_model
 from symbnn.progress import progress
 from symbnn.settings import Methods
@@ -80,7 +80,7 @@ def predict_probabilities(
     normalized_like: ImageData | None = None,
 ) -> torch.Tensor:
     """(N, C) float32 softmax probabilities of `model` (eval mode) on `data`, in batches;
-    `model` may be a `symbnn.linearise.Linearised` network (the Laplace predictive). Images
+    `model` may be a `symbnn.linearize.Linearized` network (the Laplace predictive). Images
     are normalised with the statistics of `normalized_like` (default: `data`'s own): an OOD
     set goes through the in-distribution set's normalisation, as the network saw it."""
     model.eval()
@@ -143,16 +143,16 @@ def write_predictions(
     *,
     device: str = "cpu",
     batch: int = Methods.default("predict_batch"),
-    linearise_at: str | os.PathLike | None = None,
+    linearize_at: str | os.PathLike | None = None,
 ) -> Path:
     """Predict every sample of the weight store at `samples_path` on `test` and `ood`: with
-    the sampled network, or, given `linearise_at` (a pool store), with the network linearised
+    the sampled network, or, given `linearize_at` (a pool store), with the network linearised
     at the sample's mode (the pool network whose seed the sample's ``mode_seed`` records)."""
     samples = open_store(samples_path)
     samples.check_architecture()
     out_path = Path(out_path)
     model = build_model(samples.architecture).to(device)
-    modes = None if linearise_at is None else ModesBySeed(linearise_at, samples, device)
+    modes = None if linearize_at is None else ModesBySeed(linearize_at, samples, device)
     s, num_classes = samples.n_samples, test.num_classes
     with staged_folder(out_path, overwrite=True) as tmp, writing(out_path):
         group = zarr.open_group(tmp, mode="w", zarr_format=3)
@@ -183,7 +183,7 @@ def write_predictions(
                 model.load_state_dict(state)
                 network = model
             else:
-                network = Linearised(model, modes[index], _on(state, device))
+                network = Linearized(model, modes[index], _on(state, device))
             for name, data in (("test", test), ("ood", ood)):
                 probs = predict_probabilities(network, data, device, batch, normalized_like=test)
                 if not torch.isfinite(probs).all():

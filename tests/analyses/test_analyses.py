@@ -136,7 +136,7 @@ def test_run_frequency_on_a_few_steps_of_optunet(one_torch_thread):
     assert again.equals(table)
 
 
-def test_snapshots_canonicalised_in_chunks_give_the_same_permutations(
+def test_snapshots_canonicalized_in_chunks_give_the_same_permutations(
     one_torch_thread, monkeypatch
 ):
     from symbnn.data import load_dataset

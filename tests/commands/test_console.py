@@ -58,7 +58,7 @@ def test_a_terminal_gets_a_live_view_and_few_lines(tmp_path):
     assert not any("jobs done, " in line for line in lines)  # the live view went away
 
 
-def normalised(text):
+def normalized(text):
     """The distinct lines of a plain log, without what differs from run to run (times, ids,
     order and interleaving of jobs)."""
     text = re.sub(
@@ -85,7 +85,7 @@ def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
     assert "\x1b[" not in runs[0] and "jobs done" not in runs[0]
     import difflib
 
-    plugin, default = normalised(runs[0]), normalised(runs[1])
+    plugin, default = normalized(runs[0]), normalized(runs[1])
     assert plugin == default, "\n".join(difflib.unified_diff(plugin, default, lineterm=""))
 
 

@@ -40,8 +40,8 @@ def modes():
     ]
 
 
-def section(method: str, settings: dict):
-    return registry.descriptor(method).settings.parse(settings, method)
+def section(method: str, options: dict):
+    return registry.descriptor(method).settings.parse(options, method)
 
 
 def counts_of(method: str, n: int, count: int = 3) -> list[int | None]:
@@ -49,17 +49,17 @@ def counts_of(method: str, n: int, count: int = 3) -> list[int | None]:
     return [count] * n if registry.descriptor(method).samples_at_fit else [None] * n
 
 
-def loop_reference(method: str, problem: Problem, mode: Mode, cfg, seed: int, count):
+def loop_reference(method: str, problem: Problem, mode: Mode, settings, seed: int, count):
     """The loop trainer's fit of one mode, in the layout `fit` returns (as far as compared)."""
     if method == "dropout":
-        model = dropout.train_with_dropout(problem, mode.seed, cfg.rate, cfg.layers)
+        model = dropout.train_with_dropout(problem, mode.seed, settings.rate, settings.layers)
         return {"state": model.state_dict()}
     if method == "bnn":
-        q = bnn.train_bnn(problem, mode.seed, cfg)
+        q = bnn.train_bnn(problem, mode.seed, settings)
         return {"net": q.net.state_dict(), "mu": list(q.mu), "rho": list(q.rho)}
     if method == "sghmc":
-        return {"samples": sghmc.chain(problem, mode, count, cfg, seed)}
-    model, moments = swag.fit_swag(problem, mode, cfg, seed)
+        return {"samples": sghmc.chain(problem, mode, count, settings, seed)}
+    model, moments = swag.fit_swag(problem, mode, settings, seed)
     return {"state": model.state_dict(), "moments": moments.to_dict()}
 
 
@@ -95,17 +95,18 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("method, settings, atol", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+@pytest.mark.parametrize("method, options, atol", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_a_block_fits_each_mode_as_the_loop_does_alone(
-    tiny_problem, modes, monkeypatch, method, settings, atol
+    tiny_problem, modes, monkeypatch, method, options, atol
 ):
     assert fits_in_batch(tiny_problem)
     assert registry.descriptor(method).batched_fit
-    cfg = section(method, settings)
+    settings = section(method, options)
     impl = registry.implementation(registry.descriptor(method))
     counts = counts_of(method, len(modes))
     references = [
-        loop_reference(method, tiny_problem, m, cfg, s, c) for m, s, c in zip(modes, SEEDS, counts)
+        loop_reference(method, tiny_problem, m, settings, s, c)
+        for m, s, c in zip(modes, SEEDS, counts)
     ]
     # the block must not take the loop trainer
     for module, name in [
@@ -115,14 +116,14 @@ def test_a_block_fits_each_mode_as_the_loop_does_alone(
         (swag, "fit_swag"),
     ]:
         monkeypatch.setattr(module, name, _forbidden(name))
-    block = impl.fit_modes(tiny_problem, modes, cfg, SEEDS, counts)
+    block = impl.fit_modes(tiny_problem, modes, settings, SEEDS, counts)
     assert len(block) == len(modes)
     for k, (got, want) in enumerate(zip(block, references)):
         assert_close_tree(got, want, atol, f"{method} mode {k}")
     # a mode's fit is the same in any block: alone (`fit`) and in a block of two
-    alone = impl.fit(tiny_problem, modes[1], cfg, SEEDS[1], counts[1])
+    alone = impl.fit(tiny_problem, modes[1], settings, SEEDS[1], counts[1])
     assert_same_tree(alone, block[1])
-    pair = impl.fit_modes(tiny_problem, modes[1:], cfg, SEEDS[1:], counts[1:])
+    pair = impl.fit_modes(tiny_problem, modes[1:], settings, SEEDS[1:], counts[1:])
     for got, want in zip(pair, block[1:]):
         assert_same_tree(got, want)
 
@@ -137,11 +138,11 @@ def _forbidden(name: str):
 def test_sghmc_chains_of_different_lengths_in_one_block(tiny_problem, modes):
     """Each chain stops sampling at its own count; the longer chain's first samples are the
     ones a shorter request gets."""
-    cfg = section("sghmc", {"variant": "momentum"})
+    settings = section("sghmc", {"variant": "momentum"})
     impl = registry.implementation(registry.descriptor("sghmc"))
-    block = impl.fit_modes(tiny_problem, modes[:2], cfg, SEEDS[:2], [1, 3])
+    block = impl.fit_modes(tiny_problem, modes[:2], settings, SEEDS[:2], [1, 3])
     assert [len(f["samples"]["fc1.weight"]) for f in block] == [1, 3]
-    longer = impl.fit(tiny_problem, modes[0], cfg, SEEDS[0], 3)
+    longer = impl.fit(tiny_problem, modes[0], settings, SEEDS[0], 3)
     assert_same_tree(block[0]["samples"], {n: t[:1] for n, t in longer["samples"].items()})
 
 
@@ -158,7 +159,7 @@ def test_a_mode_missing_the_threshold_retrains_alone_from_its_next_seed(
     tiny_problem, modes, monkeypatch
 ):
     problem = checked(tiny_problem, retries=2)
-    cfg = section("dropout", {})
+    settings = section("dropout", {})
     trained_seeds = []
     batched = dropout.train_with_dropout_batched
 
@@ -171,7 +172,7 @@ def test_a_mode_missing_the_threshold_retrains_alone_from_its_next_seed(
     monkeypatch.setattr(dropout, "train_with_dropout_batched", recording)
     monkeypatch.setattr(dropout, "accuracy", lambda *args: next(scores))
     fits = registry.implementation(registry.descriptor("dropout")).fit_modes(
-        problem, modes, cfg, SEEDS, [None] * 3
+        problem, modes, settings, SEEDS, [None] * 3
     )
 
     retry = retry_seed(modes[1].seed, 1)
@@ -182,7 +183,9 @@ def test_a_mode_missing_the_threshold_retrains_alone_from_its_next_seed(
     assert [f["test_accuracy"] for f in fits] == [0.9, 0.7, 0.8]
     # the retried mode holds its retry seed's network, the others their first one
     for fit, seed in zip(fits, [modes[0].seed, retry, modes[2].seed]):
-        want = dropout.train_with_dropout(problem, seed, cfg.rate, cfg.layers).state_dict()
+        want = dropout.train_with_dropout(
+            problem, seed, settings.rate, settings.layers
+        ).state_dict()
         assert_close_tree(fit["state"], want, 1e-5)
 
 
@@ -208,13 +211,13 @@ def test_without_a_hand_written_pass_each_mode_takes_the_loop(tiny_problem, mode
         tiny_problem.model_spec, tiny_problem.recipe.replace(augment="crop"), tiny_problem.train
     )
     assert not fits_in_batch(augmented)
-    cfg = section("dropout", {})
+    settings = section("dropout", {})
     monkeypatch.setattr(dropout, "train_with_dropout_batched", _forbidden("the batched run"))
     fits = registry.implementation(registry.descriptor("dropout")).fit_modes(
-        augmented, modes[:2], cfg, SEEDS[:2], [None, None]
+        augmented, modes[:2], settings, SEEDS[:2], [None, None]
     )
     for fit, mode in zip(fits, modes[:2]):
-        want = dropout.train_with_dropout(augmented, mode.seed, cfg.rate, cfg.layers)
+        want = dropout.train_with_dropout(augmented, mode.seed, settings.rate, settings.layers)
         assert_same_tree(fit["state"], want.state_dict())
 
 

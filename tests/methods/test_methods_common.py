@@ -9,18 +9,18 @@ from conftest import TINY_SETTINGS, check_method_contract, repo_config, tiny_exp
 
 from symbnn.cli import main
 from symbnn.data.core import ImageData
-from symbnn.methods import ensembles, registry
+from symbnn.methods import deep_ensembles, registry
 from symbnn.methods.base import Mode, Problem
 from symbnn.methods.interface import Descriptor, Method
 from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import Draw, mode_blocks, split_counts
 from symbnn.methods.sampling import (
     REPLICATE_SEED_STRIDE,
-    draw_samples,
     fit_block,
     load_fits,
     problem_for,
     sample_store,
+    sample_variant,
     save_fits,
 )
 from symbnn.predictions import open_predictions, write_predictions
@@ -37,16 +37,17 @@ def test_split_counts_are_balanced_and_complete():
         split_counts(2, 3)
 
 
-def test_registry_variants_and_draw_plans():
-    cfg = Methods.parse(
+def test_registry_variants_and_sample_plans():
+    methods = Methods.parse(
         {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
     )
-    assert registry.configured_methods(cfg) == ["dropout", "de"]
+    assert registry.configured_methods(methods) == ["dropout", "de"]
     assert registry.variants("de") == ("multi",)
 
-    def plan(method, variant, methods=cfg):
+    def plan(method, variant):
         return [
-            (d.mode, d.count, d.unit, d.skip) for d in registry.draw_plan(method, variant, methods)
+            (d.mode, d.count, d.unit, d.skip)
+            for d in registry.sample_plan(method, variant, methods)
         ]
 
     # single-mode: all 10 samples at each of the 4 modes (one posterior per mode)
@@ -55,14 +56,14 @@ def test_registry_variants_and_draw_plans():
     assert plan("dropout", "multi") == [(0, 3, 0, 0), (1, 3, 0, 0), (2, 2, 0, 0), (3, 2, 0, 0)]
     assert plan("de", "multi") == [(k, 1, 0, 0) for k in range(10)]
     # one fit per mode serves both variants; a method sampling while fitting draws the most
-    assert registry.fit_counts("dropout", cfg) == [10] * 4
-    assert registry.fit_counts("de", cfg) == [1] * 10
-    assert mode_blocks("de", cfg) == [list(range(10))]
-    assert mode_blocks("dropout", cfg) == [[0], [1], [2], [3]]
+    assert registry.fit_counts("dropout", methods) == [10] * 4
+    assert registry.fit_counts("de", methods) == [1] * 10
+    assert mode_blocks("de", methods) == [list(range(10))]
+    assert mode_blocks("dropout", methods) == [[0], [1], [2], [3]]
 
 
 def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
-    cfg = Methods.parse(
+    methods = Methods.parse(
         {
             "n_samples": 4,
             "modes": 4,
@@ -74,7 +75,7 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
         },
         "methods",
     )
-    draws = registry.draw_plan("sghmc", "multi", cfg)
+    draws = registry.sample_plan("sghmc", "multi", methods)
     assert [(d.unit, d.mode, d.count) for d in draws] == [
         (0, 0, 2),
         (0, 1, 2),
@@ -87,39 +88,39 @@ def test_multi_mode_replicates_draw_from_cyclic_windows_of_modes():
     ]
     # each mode serves two replicates: the second takes the fit's next samples, never the same
     assert [d.skip for d in draws] == [0, 0, 2, 0, 2, 0, 2, 2]
-    assert registry.fit_counts("sghmc", cfg) == [4] * 4  # = the one-mode count: no extra fit
+    assert registry.fit_counts("sghmc", methods) == [4] * 4  # = the one-mode count: no extra fit
     # Deep Ensemble replicates: 4 members each, starting 2 pool networks apart
-    de = registry.draw_plan("de", "multi", cfg)
+    de = registry.sample_plan("de", "multi", methods)
     assert [[d.mode for d in de if d.unit == r] for r in range(4)] == [
         [0, 1, 2, 3],
         [2, 3, 4, 5],
         [4, 5, 6, 7],
         [6, 7, 8, 9],
     ]
-    assert registry.descriptor("de").members_needed(cfg, cfg.de) == 10
+    assert registry.descriptor("de").members_needed(methods, methods.de) == 10
     with pytest.raises(ConfigError, match="pool: 8 is below the 10 networks"):
-        Methods.parse({**cfg.to_dict(), "pool": 8}, "methods")
+        Methods.parse({**methods.to_dict(), "pool": 8}, "methods")
     with pytest.raises(ConfigError, match="modes_per_replicate: 5 exceeds modes"):
-        Methods.parse({**cfg.to_dict(), "modes_per_replicate": 5}, "methods")
+        Methods.parse({**methods.to_dict(), "modes_per_replicate": 5}, "methods")
 
 
 def test_registry_lookups():
-    cfg = Methods.parse(
+    methods = Methods.parse(
         {"n_samples": 10, "modes": 4, "pool": 20, "dropout": {"rate": 0.1}, "de": {}}, "methods"
     )
     assert registry.settings_class("swag") is Swag
-    assert registry.fit_settings("dropout", cfg) == {"rate": 0.1, "layers": 1}
+    assert registry.fit_settings("dropout", methods) == {"rate": 0.1, "layers": 1}
     with pytest.raises(ValueError, match="unknown method 'mcmc'"):
         registry.check_method("mcmc")
     with pytest.raises(ValueError, match="no variant 'single'"):
-        registry.draw_plan("de", "single", cfg)
+        registry.sample_plan("de", "single", methods)
     with pytest.raises(ValueError, match="methods.swag is not configured"):
-        registry.settings_of("swag", cfg)
+        registry.settings_of("swag", methods)
 
 
 def test_sampling_only_settings_are_not_fit_settings():
-    cfg = Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0.5}}, "m")
-    fit = registry.fit_settings("swag", cfg)
+    methods = Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, "swag": {"scale": 0.5}}, "m")
+    fit = registry.fit_settings("swag", methods)
     assert "scale" not in fit and "bn_update" not in fit and fit["snapshots"] == 20
 
 
@@ -156,8 +157,8 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
             seen.append(("fit", mode.seed, seed, count))
             return {"state": mode.state}
 
-        def draw(self, problem, fitted, count, settings, seed):
-            seen.append(("draw", seed, count))
+        def sample(self, problem, fitted, count, settings, seed):
+            seen.append(("sample", seed, count))
             return {
                 n: t.unsqueeze(0).repeat(count, *[1] * t.ndim) for n, t in fitted["state"].items()
             }
@@ -173,30 +174,30 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
     ]
     save_fits(blocks[1], tmp_path / "fits.safetensors")
     assert load_fits(tmp_path / "fits.safetensors").mode_seeds == [101]
-    state, info = draw_samples(problem, fake, Swag(), blocks, plan, 5, multi=False)
+    state, info = sample_variant(problem, fake, Swag(), blocks, plan, 5, multi=False)
     assert list(info["mode_index"]) == [0, 0, 0, 1, 1, 2, 2]
     assert list(info["mode_seed"]) == [100, 100, 100, 101, 101, 102, 102]
     assert list(info["unit"]) == [0, 0, 0, 1, 1, 2, 2]
-    assert ("fit", 101, 6, None) in seen and ("draw", 7, 2) in seen
+    assert ("fit", 101, 6, None) in seen and ("sample", 7, 2) in seen
     assert torch.equal(state["fc2.weight"][3], pool_state["fc2.weight"][1])
     # a multi-mode replicate draws with a seed of its own
-    draw_samples(problem, fake, Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
-    assert ("draw", 5 + 1 + REPLICATE_SEED_STRIDE * 4, 2) in seen
+    sample_variant(problem, fake, Swag(), blocks, [Draw(1, 2, 3)], 5, multi=True)
+    assert ("sample", 5 + 1 + REPLICATE_SEED_STRIDE * 4, 2) in seen
     with pytest.raises(ValueError, match=r"no fit for mode\(s\) \[2\]"):
-        draw_samples(problem, fake, Swag(), blocks[:2], plan, 5, multi=False)
+        sample_variant(problem, fake, Swag(), blocks[:2], plan, 5, multi=False)
 
 
 def test_deep_ensemble_member_is_the_mode_itself():
     problem = _problem()
     state = problem.build().state_dict()
-    member = ensembles.DeepEnsemble()
+    member = deep_ensembles.DeepEnsembleMembers()
     fitted = member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 1)
-    out = member.draw(problem, fitted, 1, DeepEnsembles(), 0)
+    out = member.sample(problem, fitted, 1, DeepEnsembles(), 0)
     assert all(torch.equal(out[name][0], state[name]) for name in state)
     with pytest.raises(ValueError, match="one network"):
         member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 2)
     with pytest.raises(ValueError, match="the fit drew"):
-        member.draw(problem, fitted, 2, DeepEnsembles(), 0)
+        member.sample(problem, fitted, 2, DeepEnsembles(), 0)
 
 
 @pytest.fixture

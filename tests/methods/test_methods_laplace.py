@@ -89,7 +89,7 @@ def test_softmax_regression_ggn_is_the_exact_hessian():
     )
 
 
-def test_marginal_likelihood_prior_precision_maximises_the_laplace_evidence():
+def test_marginal_likelihood_prior_precision_maximizes_the_laplace_evidence():
     sigma = 0.5
     x, y = regression_problem(sigma=sigma, seed=3)
     model = fitted_linear(x, y)

@@ -171,8 +171,8 @@ def test_sample_mode_shapes_and_determinism(problem_and_mode):
 
 def test_samples_centre_on_the_swa_mean(problem_and_mode):
     problem, mode = problem_and_mode
-    cfg = Swag.parse(QUICK, "swag")
-    _, moments = swag.fit_swag(problem, mode, cfg, seed=0)
+    settings = Swag.parse(QUICK, "swag")
+    _, moments = swag.fit_swag(problem, mode, settings, seed=0)
     out = sample_with("swag", problem, mode, 2, {**QUICK, "scale": 1e-12}, seed=0)
     flat = torch.cat([out[name][0].reshape(-1) for name, _ in problem.build().named_parameters()])
     torch.testing.assert_close(flat, moments.mean.float(), rtol=0, atol=1e-5)

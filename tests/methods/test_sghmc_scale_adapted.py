@@ -279,9 +279,9 @@ def test_the_hyperprior_switch_and_the_fixed_prior(tiny_problem, tiny_mode):
     model = tiny_problem.build(tiny_mode.state)
     theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     sizes = [p.numel() for p in model.parameters()]
-    for settings, precision in [({}, 256 * 2e-4), ({"weight_decay": 0.01}, 2.56)]:
-        cfg = Sghmc(hyperprior=False, **settings)
-        moves = sghmc.sampler(cfg, theta.clone(), sizes, tiny_problem, 4, seed=0)
+    for options, precision in [({}, 256 * 2e-4), ({"weight_decay": 0.01}, 2.56)]:
+        settings = Sghmc(hyperprior=False, **options)
+        moves = sghmc.sampler(settings, theta.clone(), sizes, tiny_problem, 4, seed=0)
         np.testing.assert_allclose(moves.prior.precisions, [precision] * len(sizes))
     moves = sghmc.sampler(Sghmc(), theta.clone(), sizes, tiny_problem, 4, seed=0)
     moves.step(torch.zeros_like(theta))
@@ -352,14 +352,18 @@ def test_the_defaults_keep_the_reference_proportions_to_the_recipe():
 def test_mnist_optunet_runs_the_cited_schedule():
     experiment = repo_config()["experiments"]["mnist-optunet"]
     methods = Methods.parse(experiment["methods"], "methods")
-    cfg = methods.sghmc
-    assert cfg.variant == "scale_adapted"
-    assert (cfg.epochs, cfg.burn_in_epochs, cfg.sample_every_epochs) == (250, 20, 2)
-    assert cfg.batch_size == 256 and cfg.hyperprior and (cfg.alpha0, cfg.beta0) == (10, 10)
-    assert cfg.variant_default("lr") == 0.01 and cfg.variant_default("friction") == 0.05
-    assert (cfg.prior_resample_steps, cfg.momentum_resample_steps) == (15, 50)
+    settings = methods.sghmc
+    assert settings.variant == "scale_adapted"
+    assert (settings.epochs, settings.burn_in_epochs, settings.sample_every_epochs) == (250, 20, 2)
+    assert (
+        settings.batch_size == 256
+        and settings.hyperprior
+        and (settings.alpha0, settings.beta0) == (10, 10)
+    )
+    assert settings.variant_default("lr") == 0.01 and settings.variant_default("friction") == 0.05
+    assert (settings.prior_resample_steps, settings.momentum_resample_steps) == (15, 50)
     recipe = Recipe.parse(experiment["recipe"], "recipe")
-    plan = sghmc.schedule(cfg, recipe, 60_000)
+    plan = sghmc.schedule(settings, recipe, 60_000)
     assert plan.capacity == 115 >= methods.n_samples == 100
 
 

@@ -175,7 +175,7 @@ def test_kernel_sums_gpu_code_matches_cpu_code():
 
 
 @pytest.mark.parametrize("scale", [-1.0, -1e-3, -7.3, -1e4])
-def test_vectorised_expm1_is_within_a_few_ulp_of_numpy(scale):
+def test_vectorized_expm1_is_within_a_few_ulp_of_numpy(scale):
     # The CPU kernels' own expm1 over the whole range it meets: products from -1e7 (past the
     # floor where it returns -1) up to -1e-300 (where expm1(x) = x), and exact zeros.
     values = np.concatenate([np.linspace(0.0, 60.0, 100_001), np.geomspace(1e-300, 1e3, 100_001)])

@@ -227,7 +227,7 @@ def test_cli_canonical_without_symmetry_package_needs_canonical_stores(
     assert "not a symbnn store" in capsys.readouterr().err
 
 
-def test_cli_canonical_canonicalises_stored_networks(optunet_store, tmp_path, capsys):
+def test_cli_canonical_canonicalizes_stored_networks(optunet_store, tmp_path, capsys):
     pytest.importorskip("symbnn.symmetry.canonical_store")
     from symbnn.symmetry.canonical_store import canonicalize_store
 

@@ -29,7 +29,7 @@ def test_a_unit_as_wide_as_the_target_has_ratio_one(tmp_path):
     assert note["method"] == "laplace" and note["width"].startswith("width x target: w 0.5")
 
 
-def test_many_layers_are_summarised_by_their_range():
+def test_many_layers_are_summarized_by_their_range():
     spread = pl.DataFrame(
         {
             "method": ["swag"] * 10,

@@ -70,7 +70,7 @@ def test_first_page_says_what_ran_and_what_came_out(tmp_path, monkeypatch):
     assert "{{" not in page and "<script" not in page
 
 
-def test_the_report_is_recognised_in_either_spelling():
+def test_the_report_is_recognized_in_either_spelling():
     assert building_report(["snakemake", "--report", "r.html"])
     assert building_report(["snakemake", "--report=r.html"])
     assert not building_report(["snakemake", "--report-stylesheet", "s.css", "-n"])

@@ -244,7 +244,7 @@ def test_no_import_cycle_among_the_modules():
         "from numba import jit as compiled\n@compiled(nopython=True)\n",
     ],
 )
-def test_a_numba_kernel_is_recognised_by_its_decorator_and_may_be_long(header):
+def test_a_numba_kernel_is_recognized_by_its_decorator_and_may_be_long(header):
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
     tree = ast.parse(f"{header}def kernel():\n{body}")
     assert long_functions("m", tree) == []

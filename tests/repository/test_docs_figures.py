@@ -114,7 +114,7 @@ def test_no_run_figure_outside_generated_blocks(doc):
         "peak 1.44 GiB at d=1e6",
     ],
 )
-def test_run_figures_are_recognised(line):
+def test_run_figures_are_recognized(line):
     assert run_figures(line)
 
 

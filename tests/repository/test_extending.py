@@ -130,7 +130,7 @@ def test_the_docs_method_added_inside_the_package_touches_two_files(tmp_path):
         )
         assert registry.configured_methods(methods) == ["last_layer"]
         assert registry.fit_settings("last_layer", methods) == {{}}
-        assert registry.draw_settings("last_layer", methods) == {{"scale": 0.05}}
+        assert registry.sample_settings("last_layer", methods) == {{"scale": 0.05}}
         assert "last_layer" in config_schema()["$defs"]["Methods"]["properties"]
         train = load_dataset("digits", "train", "data").limited(64)
         problem = Problem({{"name": "optunet"}}, Recipe(epochs=1, batch_size=32, lr=0.1), train)
@@ -259,9 +259,9 @@ def test_the_planning_functions_read_a_user_methods_descriptor(examples):
     assert registry.configured_methods(methods) == ["de", "last_layer"]
     assert registry.variants("last_layer", methods) == ("single", "multi")
     assert registry.mode_blocks("last_layer", methods) == [[0], [1]]
-    assert [d.count for d in registry.draw_plan("last_layer", "multi", methods)] == [2, 2] * 2
+    assert [d.count for d in registry.sample_plan("last_layer", "multi", methods)] == [2, 2] * 2
     assert registry.fit_settings("last_layer", methods) == {}
-    assert registry.draw_settings("last_layer", methods) == {"scale": 0.5}
+    assert registry.sample_settings("last_layer", methods) == {"scale": 0.5}
     assert registry.code_params("last_layer", methods) == {"class": METHOD}
     assert registry.code_params("de", methods) == {}
     assert registry.predictive("last_layer", methods) == "sampled"

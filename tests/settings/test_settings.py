@@ -262,7 +262,7 @@ UNRELATED = {
     # seeds of helpers' own random draws (a test's networks, a path's common noise, a
     # packaged dataset's split), not the seeds of mmd, collapse or methods
     ("interpolation.py", "seed"): "the common-noise draws of a variational path",
-    ("symmetrised_vi.py", "seed"): "the evaluation draws of the symmetrised-VI analysis",
+    ("symmetrized_vi.py", "seed"): "the evaluation draws of the symmetrised-VI analysis",
     ("testing.py", "seed"): "random networks of the symmetry tests",
     ("packaged.py", "seed"): "the packaged datasets' own split and patch draws",
 }

@@ -35,7 +35,7 @@ from torch.nn import functional as F
 from symbnn.data.core import ImageData
 from symbnn.memory import require_memory
 from symbnn.models import build_model
-from symbnn.settings import Alignment, Methods, SymmetrisedVi
+from symbnn.settings import Alignment, Methods, SymmetrizedVi
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm
 
 Data = ImageData | tuple[torch.Tensor, torch.Tensor]
@@ -150,7 +150,7 @@ def gaussian_curve(
     std_b: Mapping[str, torch.Tensor],
     ts: Sequence[float],
     sets: Mapping[str, Data],
-    samples: int = SymmetrisedVi().alignment_samples,
+    samples: int = SymmetrizedVi().alignment_samples,
     seed: int = 0,
     device: torch.device | str = "cpu",
 ) -> pl.DataFrame:

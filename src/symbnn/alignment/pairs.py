@@ -117,7 +117,7 @@ def variational_curves(
     spec: dict[str, Any],
     fits: Sequence[Mapping[str, Any]],
     sets: Mapping[str, Any],
-    options: Alignment,
+    settings: Alignment,
     samples: int,
     device: torch.device | str = "cpu",
 ) -> pl.DataFrame:
@@ -134,12 +134,12 @@ def variational_curves(
             "the variational paths do not support (use a model without them, e.g. "
             "resnet20_frn_silu)"
         )
-    sym, ts = unit_groups(spec), grid(options.points)
+    sym, ts = unit_groups(spec), grid(settings.points)
     parts = []
     for pair in range(len(fits) // 2):
         a, b = fits[2 * pair], fits[2 * pair + 1]
         mean_al, std_al, _ = align_gaussian(
-            a["mean"], a["std"], b["mean"], b["std"], sym, max_sweeps=options.max_sweeps
+            a["mean"], a["std"], b["mean"], b["std"], sym, max_sweeps=settings.max_sweeps
         )
         for label, mean, std in (
             ("none", b["mean"], b["std"]),

@@ -45,32 +45,32 @@ from symbnn.train.seeding import build_seeded_model
 State = dict[str, torch.Tensor]
 
 
-def mlp_spec(options: BarrierStatistics, train: ImageData) -> dict:
+def mlp_spec(settings: BarrierStatistics, train: ImageData) -> dict:
     inputs = int(np.prod(train.images.shape[1:]))
-    return {"name": "mlp", "widths": [inputs, *options.hidden, train.num_classes]}
+    return {"name": "mlp", "widths": [inputs, *settings.hidden, train.num_classes]}
 
 
-def recipe(options: BarrierStatistics) -> Recipe:
+def recipe(settings: BarrierStatistics) -> Recipe:
     return Recipe(
-        epochs=options.epochs,
-        batch_size=options.batch_size,
-        lr=options.lr,
-        momentum=options.momentum,
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        momentum=settings.momentum,
         schedule="constant",
     )
 
 
 def sgd_rows(
-    options: BarrierStatistics,
+    settings: BarrierStatistics,
     spec: dict,
     data: Mapping[str, ImageData],
     sets: Mapping[str, ImageData],
 ) -> list[dict]:
-    seeds = range(options.first_seed, options.first_seed + 2 * options.pairs)
-    trained = train_seeds(spec, recipe(options), data["train"], data["test"], seeds)
-    sym, ts = unit_groups(spec), grid(options.points)
+    seeds = range(settings.first_seed, settings.first_seed + 2 * settings.pairs)
+    trained = train_seeds(spec, recipe(settings), data["train"], data["test"], seeds)
+    sym, ts = unit_groups(spec), grid(settings.points)
     rows = []
-    for pair in range(options.pairs):
+    for pair in range(settings.pairs):
         a, b = unstack(trained.state, 2 * pair), unstack(trained.state, 2 * pair + 1)
         aligned, _ = align_state(a, b, sym)
         for label, other in (("none", b), ("weight_matching", aligned)):
@@ -80,55 +80,55 @@ def sgd_rows(
 
 
 def variational_posterior(
-    options: BarrierStatistics, spec: dict, train: ImageData, seed: int
+    settings: BarrierStatistics, spec: dict, train: ImageData, seed: int
 ) -> tuple[State, State]:
     """(means, standard deviations) of a mean-field posterior fitted from seed's init by
     Bayes by backprop with Adam (SGD at the networks' learning rate barely moves the
     standard deviations from their initial value in a few epochs), in seed's data order."""
     q = MeanFieldBNN(
         build_seeded_model(spec, seed),
-        options.rho_init,
+        settings.rho_init,
         1.0,
-        options.prior_sigma,
-        options.prior_sigma,
+        settings.prior_sigma,
+        settings.prior_sigma,
         noise_generator(seed),
     )
-    optimiser = torch.optim.Adam(q.parameters(), lr=options.vi_lr)
-    for _, x, y in seed_batches(train, options.batch_size, seed, options.epochs):
-        loss = q.elbo_loss(x, y, len(train), options.elbo_samples)
-        optimiser.zero_grad(set_to_none=True)
+    optimizer = torch.optim.Adam(q.parameters(), lr=settings.vi_lr)
+    for _, x, y in seed_batches(train, settings.batch_size, seed, settings.epochs):
+        loss = q.elbo_loss(x, y, len(train), settings.elbo_samples)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimizer.step()
     return gaussian_state(q)
 
 
 def variational_rows(
-    options: BarrierStatistics,
+    settings: BarrierStatistics,
     spec: dict,
     data: Mapping[str, ImageData],
     sets: Mapping[str, ImageData],
 ) -> list[dict]:
-    sym, ts = unit_groups(spec), grid(options.points)
+    sym, ts = unit_groups(spec), grid(settings.points)
     rows = []
-    for pair in range(options.pairs):
-        seed = options.first_seed + 2 * pair
+    for pair in range(settings.pairs):
+        seed = settings.first_seed + 2 * pair
         (mean_a, std_a), (mean_b, std_b) = (
-            variational_posterior(options, spec, data["train"], s) for s in (seed, seed + 1)
+            variational_posterior(settings, spec, data["train"], s) for s in (seed, seed + 1)
         )
         mean_al, std_al, _ = align_gaussian(mean_a, std_a, mean_b, std_b, sym)
         for label, mean, std in (("none", mean_b, std_b), ("weight_matching", mean_al, std_al)):
             curves = gaussian_curve(
-                spec, mean_a, std_a, mean, std, ts, sets, options.samples, seed=pair
+                spec, mean_a, std_a, mean, std, ts, sets, settings.samples, seed=pair
             )
             rows += curve_rows(curves, kind="mean_field_vi", pair=pair, alignment=label)
     return rows
 
 
-def barrier_pairs(options: BarrierStatistics, data_root: str | Path = "data") -> pl.DataFrame:
+def barrier_pairs(settings: BarrierStatistics, data_root: str | Path = "data") -> pl.DataFrame:
     """One row per (kind, pair, alignment, split): loss and accuracy barriers, endpoints."""
-    data = {split: load_dataset(options.dataset, split, data_root) for split in ("train", "test")}
-    spec = mlp_spec(options, data["train"])
-    curve_sets = {split: data[split] for split in options.splits}
-    rows = sgd_rows(options, spec, data, curve_sets)
-    rows += variational_rows(options, spec, data, curve_sets)
+    data = {split: load_dataset(settings.dataset, split, data_root) for split in ("train", "test")}
+    spec = mlp_spec(settings, data["train"])
+    curve_sets = {split: data[split] for split in settings.splits}
+    rows = sgd_rows(settings, spec, data, curve_sets)
+    rows += variational_rows(settings, spec, data, curve_sets)
     return pl.DataFrame(rows)

@@ -140,7 +140,7 @@ def run_permutations(
     parts: list[dict[tuple[str, str], torch.Tensor]] = []
     steps: list[int] = []
 
-    def canonicalise_pending() -> None:
+    def canonicalize_pending() -> None:
         # stacked in float64 tensor by tensor, so that no float32 stack outlives the loop
         state = {
             name: torch.stack([s[name] for s in pending]).to(torch.float64) for name in pending[0]
@@ -154,12 +154,12 @@ def run_permutations(
             pending.append({k: v.detach().clone() for k, v in model.state_dict().items()})
             steps.append(step)
             if len(pending) == chunk:
-                canonicalise_pending()
+                canonicalize_pending()
 
     take(0, model)
     fit_module(model, recipe, train, seed, device, on_step=take)
     if pending:
-        canonicalise_pending()
+        canonicalize_pending()
     perms = {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
     # step s >= 1 is taken in epoch (s - 1) // per_epoch; step 0 is before epoch 0
     lrs = [recipe.lr_at(max(step - 1, 0) // per_epoch) for step in steps]

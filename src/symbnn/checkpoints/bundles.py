@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from symbnn.atomic import atomic_write
-from symbnn.checkpoints.safetensors_io import serialise
+from symbnn.checkpoints.safetensors_io import serialize
 
 
 def as_released(state: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -39,7 +39,7 @@ def write_bundle(
     def write(tmp: Path) -> None:
         with tarfile.open(tmp, "w:gz", compresslevel=compresslevel) as tar:
             for name, tensors in networks:
-                data = serialise(dict(tensors))
+                data = serialize(dict(tensors))
                 info = tarfile.TarInfo(f"{folder}/{name}.safetensors")
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))

@@ -19,7 +19,7 @@ def parse(data: bytes, where: str) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{where}: not a readable safetensors file: {exc}") from exc
 
 
-def serialise(tensors: dict[str, np.ndarray]) -> bytes:
+def serialize(tensors: dict[str, np.ndarray]) -> bytes:
     from safetensors.numpy import save
 
     # np.asarray(order="C"), not np.ascontiguousarray, which turns a 0-d buffer into 1-d

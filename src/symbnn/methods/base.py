@@ -3,12 +3,12 @@ it starts from, and helpers for its two steps.
 
 A method's implementation (`symbnn.methods.interface.Method`) defines ``fit(problem, mode,
 settings, seed, count) -> Fitted`` (what it learns at one mode: tensors, numbers and strings
-in dicts and lists, which `symbnn.treefile` stores) and ``draw(problem, fitted, count,
+in dicts and lists, which `symbnn.treefile` stores) and ``sample(problem, fitted, count,
 settings, seed)`` returning ``count`` samples stacked as a state dict name -> (count,
 *shape). The workflow runs the fits as one job per block of modes and the draws as one job
 per variant, so a setting used only when drawing (its descriptor's ``sampling_keys``, e.g.
 SWAG's scale) redraws the samples without refitting. A method whose samples come out of its
-fit (a Markov chain, Deep Ensembles) draws them in ``fit`` and ``draw`` returns them (its
+fit (a Markov chain, Deep Ensembles) draws them in ``fit`` and ``sample`` returns them (its
 descriptor's ``samples_at_fit``). Every sample is a plain state dict of the experiment's
 model, so samples live in the same store layout as the target posterior.
 """
@@ -60,7 +60,7 @@ class Mode:
     state: dict[str, torch.Tensor]
 
 
-# what `fit` returns and `draw` reads back: tensors (and plain values) by name
+# what `fit` returns and `sample` reads back: tensors (and plain values) by name
 Fitted = dict[str, Any]
 
 

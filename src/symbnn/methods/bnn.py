@@ -362,7 +362,7 @@ class BayesByBackprop(BatchedMethod):
             for (bnn, used, score), tries in zip(trained, attempts, strict=True)
         ]
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
     ) -> dict[str, torch.Tensor]:
         """`count` independent draws from the trained q."""

@@ -258,7 +258,7 @@ class McDropout(BatchedMethod):
             for (model, used, score), tries in zip(trained, attempts, strict=True)
         ]
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
     ) -> dict[str, torch.Tensor]:
         """`count` masks folded into the trained weights."""

@@ -9,11 +9,11 @@
   shipped methods' descriptors sit beside their settings (`symbnn.settings.methods.SHIPPED`);
   a method of the user's own describes itself by the class attributes of `Method`.
 - `Method`: the implementation, loaded only inside jobs: `fit` at one mode (`fit_modes` at
-  a block of them), `draw` samples from a fit (`symbnn.methods.base` has the Problem and Mode
+  a block of them), `sample` draws samples from a fit (`symbnn.methods.base` has the Problem and Mode
   they take).
 
-`Descriptor.draw_plan` splits a variant's samples among the modes (or members); the Snakefile
-plans one fit job per block of modes (`Descriptor.mode_blocks`) and one draw job per variant
+`Descriptor.sample_plan` splits a variant's samples among the modes (or members); the Snakefile
+plans one fit job per block of modes (`Descriptor.mode_blocks`) and one sample job per variant
 from it.
 """
 
@@ -107,7 +107,7 @@ class Descriptor:
             )
         return variant
 
-    def draw_plan(self, variant: str, methods: Methods, settings: Section) -> list[Draw]:
+    def sample_plan(self, variant: str, methods: Methods, settings: Section) -> list[Draw]:
         """Which samples a variant draws from which mode, unit by unit.
 
         - single: at each of the `modes` modes, all n_samples (one single-mode posterior per
@@ -149,7 +149,7 @@ class Descriptor:
         variant takes from that mode (the others take a prefix)."""
         need: dict[int, int] = {}
         for variant in self.variants:
-            for draw in self.draw_plan(variant, methods, settings):
+            for draw in self.sample_plan(variant, methods, settings):
                 need[draw.mode] = max(need.get(draw.mode, 0), draw.skip + draw.count)
         return [need.get(mode, 0) for mode in range(max(need) + 1)]
 
@@ -181,7 +181,7 @@ class Descriptor:
 
 
 class Method:
-    """A posterior approximation's implementation: subclass it and define `fit` and `draw`.
+    """A posterior approximation's implementation: subclass it and define `fit` and `sample`.
 
     ``fit(problem, mode, settings, seed, count)`` learns what the method needs at one mode
     (`symbnn.methods.base.Problem` and `Mode`) and returns it as tensors, numbers and strings
@@ -190,13 +190,13 @@ class Method:
     ``fit_modes(problem, modes, settings, seeds, counts)`` fits a block of modes (by default
     one `fit` after another); a `BatchedMethod` fits them in one batched run, each mode's
     fit what `fit` gives it alone.
-    ``draw(problem, fitted, count, settings, seed)`` returns ``count`` samples, a stacked
+    ``sample(problem, fitted, count, settings, seed)`` returns ``count`` samples, a stacked
     state dict of the experiment's model: name -> (count, *shape).
 
     A class named by import path in config.yaml (``methods: {mine: {class:
     "package.module:Mine", ...}}``) also describes itself by the class attributes below,
     which symbnn reads into a `Descriptor` when it plans the workflow, so its module is imported
-    then: keep torch out of its top level (import it in fit and draw) and planning imports no
+    then: keep torch out of its top level (import it in fit and sample) and planning imports no
     torch for it. A shipped method's descriptor (`symbnn.settings.methods.SHIPPED`) describes
     it instead."""
 
@@ -227,13 +227,13 @@ class Method:
             for mode, seed, count in zip(modes, seeds, counts, strict=True)
         ]
 
-    def draw(self, problem: Any, fitted: dict, count: int, settings: Any, seed: int) -> dict:
-        raise NotImplementedError(f"{type(self).__name__} does not define draw")
+    def sample(self, problem: Any, fitted: dict, count: int, settings: Any, seed: int) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} does not define sample")
 
 
 class BatchedMethod(Method):
     """A method that fits a block of modes in one batched run: subclass it and define
-    `fit_modes` (and `draw`); its `fit` is `fit_modes` at one mode."""
+    `fit_modes` (and `sample`); its `fit` is `fit_modes` at one mode."""
 
     batched_fit: ClassVar[bool] = True
 
@@ -266,9 +266,11 @@ def describe(name: str, path: str, cls: Any) -> Descriptor:
             f"{where}: its class attribute `settings` must be a Section subclass (a frozen "
             f"dataclass of symbnn.settings), got {settings!r}"
         )
-    for attribute in ("fit", "draw"):
+    for attribute in ("fit", "sample"):
         if getattr(cls, attribute) is getattr(Method, attribute):
-            raise ValueError(f"{where} does not define {attribute}")
+            # the step was once called draw: say so to a class written for that interface
+            renamed = " (its draw is now called sample)" if hasattr(cls, "draw") else ""
+            raise ValueError(f"{where} does not define {attribute}{renamed}")
     try:
         return Descriptor(
             name=name,

@@ -244,7 +244,7 @@ class LaplaceApproximation(Method):
             flat = la.sample(int(count), generator=generator(seed, problem.device))
         return {"samples": to_states(flat, model, settings.subset, state)}
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Laplace, seed: int
     ) -> dict[str, torch.Tensor]:
         return fitted_samples("laplace", fitted, count)

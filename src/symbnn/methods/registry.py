@@ -36,8 +36,6 @@ __all__ = [
     "code_params",
     "configured_methods",
     "descriptor",
-    "draw_plan",
-    "draw_settings",
     "fit_counts",
     "fit_settings",
     "implementation",
@@ -45,6 +43,8 @@ __all__ = [
     "method_names",
     "mode_blocks",
     "predictive",
+    "sample_plan",
+    "sample_settings",
     "samples_at_fit",
     "settings_class",
     "settings_of",
@@ -131,11 +131,11 @@ def settings_class(method: str, methods: Methods | None = None) -> type[Section]
     return descriptor(method, methods).settings
 
 
-def draw_plan(method: str, variant: str, methods: Methods) -> list[Draw]:
+def sample_plan(method: str, variant: str, methods: Methods) -> list[Draw]:
     """Which samples a variant draws from which mode, unit by unit
-    (`symbnn.methods.interface.Descriptor.draw_plan`)."""
+    (`symbnn.methods.interface.Descriptor.sample_plan`)."""
     described = descriptor(method, methods)
-    return described.draw_plan(variant, methods, settings_of(method, methods))
+    return described.sample_plan(variant, methods, settings_of(method, methods))
 
 
 def fit_counts(method: str, methods: Methods) -> list[int]:
@@ -166,8 +166,8 @@ def fit_settings(method: str, methods: Methods) -> dict:
     return descriptor(method, methods).settings_less(settings_of(method, methods), sampling=True)
 
 
-def draw_settings(method: str, methods: Methods) -> dict:
-    """The settings a method's draw reads: all but the prediction-only ones."""
+def sample_settings(method: str, methods: Methods) -> dict:
+    """The settings a method's sample step reads: all but the prediction-only ones."""
     return descriptor(method, methods).settings_less(settings_of(method, methods), sampling=False)
 
 

@@ -7,8 +7,8 @@ other methods that train (so the modes fit in parallel on a cluster), one block 
 Ensemble members (they only copy weights). Both variants draw from the same fits: the
 multi-mode variant its share of the samples at each mode, the single-mode variant all
 n_samples at every mode (one single-mode posterior per mode, reported over the modes). One
-draw job per variant writes the variant's sample store, so a setting used only when drawing
-reruns the draw, not the fits.
+sample job per variant writes the variant's sample store, so a setting used only when drawing
+reruns the sample job, not the fits.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def load_fits(path: str | os.PathLike) -> BlockFits:
 REPLICATE_SEED_STRIDE = 10_000
 
 
-def draw_samples(
+def sample_variant(
     problem: Problem,
     method: Descriptor,
     settings: Section,
@@ -136,7 +136,7 @@ def draw_samples(
     seed: int,
     multi: bool,
 ) -> tuple[dict[str, torch.Tensor], dict[str, np.ndarray]]:
-    """The variant's samples, drawn unit by unit as `plan` (`registry.draw_plan`) says:
+    """The variant's samples, drawn unit by unit as `plan` (`registry.sample_plan`) says:
     (stacked state, info per row: mode index, pool seed of the mode, unit). A method that
     samples while fitting hands each draw the fit's next unused samples; the others draw with
     seed `seed + mode` (one-mode) or `seed + mode + REPLICATE_SEED_STRIDE * (replicate + 1)`."""
@@ -144,16 +144,16 @@ def draw_samples(
     missing = sorted({d.mode for d in plan} - set(fits))
     if missing:
         raise ValueError(f"{method.name}: no fit for mode(s) {missing} (fits cover {sorted(fits)})")
-    draw, at_fit = implementation(method).draw, method.samples_at_fit
+    sample, at_fit = implementation(method).sample, method.samples_at_fit
     parts, info = [], {"mode_index": [], "mode_seed": [], "unit": []}
     for d in plan:
         pool_seed, fitted = fits[d.mode]
         if at_fit:  # prefix-stable: the first skip + count samples, of which the last count
-            drawn = draw(problem, fitted, d.skip + d.count, settings, seed + d.mode)
+            drawn = sample(problem, fitted, d.skip + d.count, settings, seed + d.mode)
             drawn = {name: t[d.skip :] for name, t in drawn.items()}
         else:
             offset = REPLICATE_SEED_STRIDE * (d.unit + 1) if multi else 0
-            drawn = draw(problem, fitted, d.count, settings, seed + d.mode + offset)
+            drawn = sample(problem, fitted, d.count, settings, seed + d.mode + offset)
         parts.append(drawn)
         for key, value in (("mode_index", d.mode), ("mode_seed", pool_seed), ("unit", d.unit)):
             info[key] += [value] * d.count
@@ -207,8 +207,8 @@ def sample_store(
         fit_block(problem, described, settings, modes, methods.seed, counts, pool_path, converged)
         for modes in described.mode_blocks(methods, settings, batched_fits(experiment))
     ]
-    plan = described.draw_plan(variant, methods, settings)
-    state, info = draw_samples(
+    plan = described.sample_plan(variant, methods, settings)
+    state, info = sample_variant(
         problem, described, settings, blocks, plan, methods.seed, multi=variant == "multi"
     )
     attrs = sample_attrs(experiment_name, problem, experiment.data, method, variant, settings)

@@ -162,7 +162,7 @@ class SghmcChains(BatchedMethod):
             ]
         return [{"samples": samples} for samples in chains]
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
     ) -> dict[str, torch.Tensor]:
         """The chain's samples, as `fit` drew them."""
@@ -170,7 +170,7 @@ class SghmcChains(BatchedMethod):
 
 
 def sampler(
-    cfg: Sghmc,
+    settings: Sghmc,
     theta: torch.Tensor,
     sizes: list[int],
     problem: Problem,
@@ -180,30 +180,32 @@ def sampler(
     """The variant's sampler, moving `theta` (the parameters, flattened) in place."""
     n_train = len(problem.train)
     gen = generator(seed, theta.device)
-    if cfg.variant == "momentum":
-        lr, precision = scaled(cfg, problem.recipe, n_train)
+    if settings.variant == "momentum":
+        lr, precision = scaled(settings, problem.recipe, n_train)
         prior = GaussianPrior(sizes, precision)
-        friction = cfg.variant_default("friction")
-        return MomentumSghmc(theta, prior, lr / n_train, friction, gen, temperature=cfg.temperature)
-    if cfg.hyperprior:
+        friction = settings.variant_default("friction")
+        return MomentumSghmc(
+            theta, prior, lr / n_train, friction, gen, temperature=settings.temperature
+        )
+    if settings.hyperprior:
         rng = np.random.default_rng([int(seed), _GAMMA_TAG])
-        hyperprior = GammaHyperprior(cfg.alpha0, cfg.beta0, cfg.prior_resample_steps)
+        hyperprior = GammaHyperprior(settings.alpha0, settings.beta0, settings.prior_resample_steps)
         prior = GaussianPrior(sizes, hyperprior=hyperprior, rng=rng)
     else:
-        prior = GaussianPrior(sizes, prior_precision(cfg, problem.recipe, n_train))
+        prior = GaussianPrior(sizes, prior_precision(settings, problem.recipe, n_train))
     return ScaleAdaptedSghmc(
         theta,
         prior,
-        cfg.variant_default("lr"),
-        cfg.variant_default("friction"),
+        settings.variant_default("lr"),
+        settings.variant_default("friction"),
         gen,
         burn_in_steps=burn_in_steps,
-        momentum_every=cfg.momentum_resample_steps,
+        momentum_every=settings.momentum_resample_steps,
     )
 
 
 def chain(
-    problem: Problem, mode: Mode, count: int, cfg: Sghmc, seed: int
+    problem: Problem, mode: Mode, count: int, settings: Sghmc, seed: int
 ) -> dict[str, torch.Tensor]:
     """`count` SGHMC samples around `mode` as a stacked CPU state dict name -> (count, *shape)."""
     count = check_count(NAME, count)
@@ -218,9 +220,9 @@ def chain(
         sizes.append(p.numel())
     theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
     n_train = len(problem.train)
-    plan = schedule(cfg, problem.recipe, n_train)
+    plan = schedule(settings, problem.recipe, n_train)
     plan.check(count)
-    moves = sampler(cfg, theta, sizes, problem, plan.burn_in, seed)
+    moves = sampler(settings, theta, sizes, problem, plan.burn_in, seed)
 
     def likelihood_grad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Gradient of N * mean minibatch cross-entropy (the reference's estimate)."""
@@ -231,7 +233,7 @@ def chain(
         return grad.mul_(n_train)
 
     def snapshot() -> dict[str, torch.Tensor]:
-        return state_of(theta, moves, cfg, names, shapes, model.state_dict())
+        return state_of(theta, moves, settings, names, shapes, model.state_dict())
 
     epochs = math.ceil((plan.burn_in + count * plan.spacing) / plan.steps_per_epoch)
     batches = seed_batches(
@@ -256,7 +258,7 @@ def chain(
 def state_of(
     theta: torch.Tensor,
     moves: MomentumSghmc | ScaleAdaptedSghmc,
-    cfg: Sghmc,
+    settings: Sghmc,
     names: list[str],
     shapes: list[torch.Size],
     state: dict[str, torch.Tensor],
@@ -265,7 +267,7 @@ def state_of(
     copy; raises if the chain has diverged."""
     if not torch.isfinite(theta).all():
         raise RuntimeError(
-            f"{NAME}: the {cfg.variant} chain diverged (non-finite weights); lower lr "
+            f"{NAME}: the {settings.variant} chain diverged (non-finite weights); lower lr "
             f"(now {moves.lr}) or raise friction (now {moves.friction})"
         )
     sizes = [math.prod(shape) for shape in shapes]
@@ -280,7 +282,7 @@ def chains_batched(
     problem: Problem,
     modes: list[Mode],
     counts: list[int],
-    cfg: Sghmc,
+    settings: Sghmc,
     seeds: list[int],
     chunk: int | None = None,
     progress: bool = False,
@@ -295,7 +297,7 @@ def chains_batched(
     shapes = [p.shape for _, p in template.named_parameters()]
     sizes = [p.numel() for p in template.parameters()]
     n_train = len(problem.train)
-    plan = schedule(cfg, problem.recipe, n_train)
+    plan = schedule(settings, problem.recipe, n_train)
     for count in counts:
         plan.check(count)
     # the chains' parameters, flat and unpadded (a row per chain, each row its sampler's theta)
@@ -303,7 +305,8 @@ def chains_batched(
         [torch.cat([mode.state[name].reshape(-1) for name in names]) for mode in modes]
     ).to(device, torch.float32)
     moves = [
-        sampler(cfg, thetas[k], sizes, problem, plan.burn_in, seed) for k, seed in enumerate(seeds)
+        sampler(settings, thetas[k], sizes, problem, plan.burn_in, seed)
+        for k, seed in enumerate(seeds)
     ]
     samples: list[list[dict[str, torch.Tensor]]] = [[] for _ in modes]
     state = template.state_dict()
@@ -317,7 +320,7 @@ def chains_batched(
             for row in models:
                 if len(samples[row]) < counts[row]:
                     samples[row].append(
-                        state_of(thetas[row], moves[row], cfg, names, shapes, state)
+                        state_of(thetas[row], moves[row], settings, names, shapes, state)
                     )
 
     train_batched(

@@ -201,7 +201,9 @@ def schedule(settings: Swag, recipe: Recipe, steps_per_epoch: int) -> tuple[list
     return lrs, collect
 
 
-def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Module, SwagMoments]:
+def fit_swag(
+    problem: Problem, mode: Mode, settings: Swag, seed: int
+) -> tuple[nn.Module, SwagMoments]:
     """Continue SGD from `mode` and collect the SWAG moments; returns the model (at the last
     iterate) and the moments of its flattened parameters."""
     device = torch.device(problem.device)
@@ -211,9 +213,9 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
     params = list(model.parameters())
     dim = sum(p.numel() for p in params)
     moments = SwagMoments(
-        dim, min(cfg.rank, cfg.snapshots), device, deviation_dtype=params[0].dtype
+        dim, min(settings.rank, settings.snapshots), device, deviation_dtype=params[0].dtype
     )
-    lrs, collect_at = schedule(cfg, recipe, math.ceil(len(problem.train) / recipe.batch_size))
+    lrs, collect_at = schedule(settings, recipe, math.ceil(len(problem.train) / recipe.batch_size))
     optimizer = torch.optim.SGD(
         params,
         lr=lrs[0],
@@ -225,7 +227,7 @@ def fit_swag(problem: Problem, mode: Mode, cfg: Swag, seed: int) -> tuple[nn.Mod
         problem.train,
         recipe.batch_size,
         data_order_seed(mode.seed, seed),
-        fit_epochs(cfg, recipe),
+        fit_epochs(settings, recipe),
         device,
         recipe.augment,
     )
@@ -250,7 +252,7 @@ def check_finite(moments: SwagMoments, lr: float) -> None:
 def fit_swag_batched(
     problem: Problem,
     modes: list[Mode],
-    cfg: Swag,
+    settings: Swag,
     seeds: list[int],
     chunk: int | None = None,
     progress: bool = False,
@@ -262,8 +264,8 @@ def fit_swag_batched(
     template = problem.build()
     dim = sum(p.numel() for p in template.parameters())
     per_epoch = math.ceil(len(problem.train) / recipe.batch_size)
-    lrs, collect_at = schedule(cfg, recipe, per_epoch)
-    rank = min(cfg.rank, cfg.snapshots)
+    lrs, collect_at = schedule(settings, recipe, per_epoch)
+    rank = min(settings.rank, settings.snapshots)
     moments = [SwagMoments(dim, rank, device, deviation_dtype=torch.float32) for _ in modes]
 
     def collect(step: Step, models: range, params: FlatStack) -> None:
@@ -314,7 +316,7 @@ class SwagGaussian(BatchedMethod):
             for model, moments in fitted
         ]
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
     ) -> dict[str, torch.Tensor]:
         """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""

@@ -14,8 +14,8 @@ from symbnn.settings.analyses import (
     BarrierStatistics,
     Marginals,
     PermutationFrequency,
-    SymmetrisedVi,
-    SymmetrisedViWidths,
+    SymmetrizedVi,
+    SymmetrizedViWidths,
     Toy,
 )
 from symbnn.settings.base import ConfigError, Section
@@ -75,8 +75,8 @@ __all__ = [
     "Sghmc",
     "Slurm",
     "Swag",
-    "SymmetrisedVi",
-    "SymmetrisedViWidths",
+    "SymmetrizedVi",
+    "SymmetrizedViWidths",
     "BarrierStatistics",
     "SymmetryRemoval",
     "VariationalPairs",

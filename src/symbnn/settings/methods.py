@@ -309,7 +309,7 @@ SHIPPED = (
         "de",
         "Deep Ensembles",
         DeepEnsembles,
-        "symbnn.methods.ensembles:DeepEnsemble",
+        "symbnn.methods.deep_ensembles:DeepEnsembleMembers",
         samples_at_fit=True,
         members=True,
         variants=("multi",),

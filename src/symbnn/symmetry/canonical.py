@@ -104,7 +104,7 @@ def _rows(state: Mapping[str, torch.Tensor], tensor: str, axis: int) -> torch.Te
     return t.reshape(t.shape[0], t.shape[1], -1)
 
 
-def _normalisers(state, group, mode: str, on_dead: str, sample_offset: int) -> torch.Tensor:
+def _normalizers(state, group, mode: str, on_dead: str, sample_offset: int) -> torch.Tensor:
     incoming = torch.cat([_rows(state, a.tensor, a.axis) for a in group.incoming], dim=2)
     use_std = mode == "unitstd" and all(a.role == "in" for a in group.incoming)
     if use_std and incoming.shape[2] < 2:
@@ -205,7 +205,7 @@ def _scale_and_sort(state, sym, scale, key, on_dead, sample_offset):
 
     scales: dict[str, torch.Tensor] = {}
     for group in topological_scale_order(sym):
-        s = _normalisers(current, group, scale, on_dead, sample_offset)
+        s = _normalizers(current, group, scale, on_dead, sample_offset)
         current = apply_scales(current, sym, {group.name: s})
         scales[group.name] = s
 

@@ -27,14 +27,14 @@ def random_state(
     finally:
         torch.random.set_rng_state(torch_state)
     return {
-        name: randomised(
+        name: randomized(
             name, torch.stack([d[name] for d in dicts]), first.dim(), g, dtype, bias_std
         )
         for name, first in dicts[0].items()
     }
 
 
-def randomised(name, t, dim, g, dtype, bias_std) -> torch.Tensor:
+def randomized(name, t, dim, g, dtype, bias_std) -> torch.Tensor:
     """The tensor ``name`` of the recipe above (``dim``: its dimension in one network): conv
     and linear weights kept, biases, running statistics and BatchNorm gammas drawn."""
     if not t.is_floating_point():

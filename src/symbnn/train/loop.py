@@ -76,8 +76,8 @@ def fit_module(
 ) -> float:
     """Train `model` in place with `recipe` (SGD, schedule) in seed `seed`'s data order;
     returns the final epoch's mean loss. `loss_fn(model, x, y)` lets a method change the
-    objective (e.g. an ELBO) while keeping the recipe's optimiser and schedule.
-    `on_step(step, model)`, if given, is called after each optimiser step (steps 1, 2, ...)."""
+    objective (e.g. an ELBO) while keeping the recipe's optimizer and schedule.
+    `on_step(step, model)`, if given, is called after each optimizer step (steps 1, 2, ...)."""
     model.train()
     optimizer = torch.optim.SGD(
         model.parameters(),

@@ -4,10 +4,10 @@ import pytest
 import torch
 from conftest import TINY_ANALYSES
 
-from symbnn.analyses import symmetrised_vi
-from symbnn.analyses import symmetrised_vi_widths as svw
+from symbnn.analyses import symmetrized_vi
+from symbnn.analyses import symmetrized_vi_widths as svw
 from symbnn.methods.bnn import MeanFieldBNN
-from symbnn.settings import ConfigError, SymmetrisedViWidths
+from symbnn.settings import ConfigError, SymmetrizedViWidths
 from symbnn.symmetry import unit_groups
 from symbnn.train.seeding import build_seeded_model
 
@@ -22,9 +22,9 @@ def _stacked(spec, rho, spread=0.5):
     return q
 
 
-def test_overlap_bounds_sandwich_the_enumerated_symmetrised_density(one_torch_thread):
+def test_overlap_bounds_sandwich_the_enumerated_symmetrized_density(one_torch_thread):
     """log q_sym = log q - log|G| + Omega with Omega between the two bounds, against the
-    exact log-sum-exp over all 5! permutations of symmetrised_vi.SymmetrisedMeanField."""
+    exact log-sum-exp over all 5! permutations of symmetrized_vi.SymmetrizedMeanField."""
     spec = {"name": "mlp", "widths": [3, 5, 2]}
     q = _stacked(spec, rho=0.5)  # wide factors: the permuted copies overlap
     base = MeanFieldBNN(build_seeded_model(spec, 0), 0.0, 1.0, 1.0, 1.0)
@@ -32,7 +32,7 @@ def test_overlap_bounds_sandwich_the_enumerated_symmetrised_density(one_torch_th
         for name, mu, rho in zip(svw.NAMES, q.mu, q.rho):
             base.mu[base.names.index(name)].copy_(mu[0])
             base.rho[base.names.index(name)].copy_(rho[0])
-    exact = symmetrised_vi.SymmetrisedMeanField(base, unit_groups(spec), 5040, 1)
+    exact = symmetrized_vi.SymmetrizedMeanField(base, unit_groups(spec), 5040, 1)
     with torch.no_grad():
         w = q.draw(6, torch.Generator().manual_seed(2))
         lower, upper = q.overlap(w)
@@ -78,11 +78,11 @@ def test_closed_form_kl_and_unit_densities():
 
 def test_settings_refuse_more_mmd_draws_than_evaluation_draws():
     with pytest.raises(ConfigError):
-        SymmetrisedViWidths.parse({"eval_samples": 4, "mmd_samples": 8}, "x")
+        SymmetrizedViWidths.parse({"eval_samples": 4, "mmd_samples": 8}, "x")
 
 
 def test_tiny_comparison_table_and_summaries(one_torch_thread):
-    table = svw.compare(SymmetrisedViWidths.parse(TINY, "x"))
+    table = svw.compare(SymmetrizedViWidths.parse(TINY, "x"))
     # per width: one reference row, then 2 families x 2 seeds
     assert table.height == 2 * (1 + 2 * 2)
     vi = table.filter(table["family"] != "reference")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import functional_call, jacrev
 
-from symbnn.linearise import linearised_logits
+from symbnn.linearize import linearized_logits
 from symbnn.models import build_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -39,7 +39,7 @@ def logits(model, state, x):
 
 def test_equals_the_network_at_the_expansion_point(network):
     model, state, x = network
-    torch.testing.assert_close(linearised_logits(model, state, state, x), logits(model, state, x))
+    torch.testing.assert_close(linearized_logits(model, state, state, x), logits(model, state, x))
 
 
 def test_exact_when_only_the_last_layer_moves(network):
@@ -48,7 +48,7 @@ def test_exact_when_only_the_last_layer_moves(network):
     sample = perturbed(state, 0.5, only=last + ".")
     assert not torch.equal(logits(model, sample, x), logits(model, state, x))
     torch.testing.assert_close(
-        linearised_logits(model, state, sample, x), logits(model, sample, x), rtol=1e-10, atol=1e-10
+        linearized_logits(model, state, sample, x), logits(model, sample, x), rtol=1e-10, atol=1e-10
     )
 
 
@@ -57,7 +57,7 @@ def test_first_order_error_shrinks_quadratically(network):
     errors = []
     for scale in (1e-2, 1e-3):
         sample = perturbed(state, scale)
-        error = linearised_logits(model, state, sample, x) - logits(model, sample, x)
+        error = linearized_logits(model, state, sample, x) - logits(model, sample, x)
         errors.append(error.abs().max().item())
     # second-order remainder: 10x smaller step, about 100x smaller error
     assert errors[1] < errors[0] / 50
@@ -73,5 +73,5 @@ def test_matches_an_explicit_jacobian(network):
         (jac[name].flatten(2) @ (sample[name] - params[name]).flatten()) for name in params
     )
     torch.testing.assert_close(
-        linearised_logits(model, state, sample, x), logits(model, state, x) + change
+        linearized_logits(model, state, sample, x), logits(model, state, x) + change
     )

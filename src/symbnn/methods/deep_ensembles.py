@@ -10,7 +10,10 @@ from symbnn.methods.interface import Method
 from symbnn.settings import DeepEnsembles
 
 
-class DeepEnsemble(Method):
+class DeepEnsembleMembers(Method):
+    """The Deep Ensembles method (config key and results folder `de`, settings
+    `DeepEnsembles`): its samples are pool members."""
+
     def fit(
         self, problem: Problem, mode: Mode, settings: DeepEnsembles, seed: int, count: int
     ) -> Fitted:
@@ -21,7 +24,7 @@ class DeepEnsemble(Method):
         state = {name: t.detach().cpu().unsqueeze(0).clone() for name, t in mode.state.items()}
         return {"samples": state}
 
-    def draw(
+    def sample(
         self, problem: Problem, fitted: Fitted, count: int, settings: DeepEnsembles, seed: int
     ) -> dict[str, torch.Tensor]:
         return fitted_samples("de", fitted, count)

@@ -2,9 +2,9 @@ import math
 
 import torch
 
-from symbnn.analyses import symmetrised_vi
+from symbnn.analyses import symmetrized_vi
 from symbnn.methods.bnn import MeanFieldBNN
-from symbnn.settings import SymmetrisedVi
+from symbnn.settings import SymmetrizedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.train.seeding import build_seeded_model
 
@@ -18,13 +18,13 @@ def _family(hidden=(4,), seed=0, rho=-1.0, max_enumerate=5040):
     return (
         spec,
         q,
-        symmetrised_vi.SymmetrisedMeanField(
+        symmetrized_vi.SymmetrizedMeanField(
             q, unit_groups(spec), max_enumerate=max_enumerate, mc_permutations=64
         ),
     )
 
 
-def test_symmetrised_density_is_invariant_to_permuting_its_argument(one_torch_thread):
+def test_symmetrized_density_is_invariant_to_permuting_its_argument(one_torch_thread):
     spec, q, qsym = _family(hidden=(4, 3))
     assert qsym.exact and qsym.order == math.factorial(4) * math.factorial(3)
     w = q.sample_states(5, torch.Generator().manual_seed(2))
@@ -40,7 +40,7 @@ def test_symmetrised_density_is_invariant_to_permuting_its_argument(one_torch_th
 
 def test_monte_carlo_estimator_agrees_with_enumeration(one_torch_thread):
     _, q, exact = _family(hidden=(5,), rho=0.0)
-    mc = symmetrised_vi.SymmetrisedMeanField(
+    mc = symmetrized_vi.SymmetrizedMeanField(
         q,
         exact.sym,
         max_enumerate=1,
@@ -53,19 +53,19 @@ def test_monte_carlo_estimator_agrees_with_enumeration(one_torch_thread):
         assert torch.allclose(exact.log_density(w), mc.log_density(w), atol=0.1)
 
 
-def test_symmetrised_kl_lies_between_its_bounds(one_torch_thread):
+def test_symmetrized_kl_lies_between_its_bounds(one_torch_thread):
     """KL(q||p) - log|G| <= KL_sym <= KL(q||p), estimated with common draws."""
     _, q, qsym = _family(rho=-2.0)
-    w = symmetrised_vi._draws(q, 2000, torch.Generator().manual_seed(6))
+    w = symmetrized_vi._draws(q, 2000, torch.Generator().manual_seed(6))
     with torch.no_grad():
-        kl_mf = symmetrised_vi.kl_terms(q, qsym, "mean_field", w, 1.0).mean()
-        kl_sym = symmetrised_vi.kl_terms(q, qsym, "symmetrised", w, 1.0).mean()
+        kl_mf = symmetrized_vi.kl_terms(q, qsym, "mean_field", w, 1.0).mean()
+        kl_sym = symmetrized_vi.kl_terms(q, qsym, "symmetrised", w, 1.0).mean()
     assert kl_mf - math.log(qsym.order) - 1e-4 <= kl_sym <= kl_mf + 1e-4
 
 
-def test_symmetrised_elbo_is_not_worse_than_mean_field_on_the_toy_task(one_torch_thread):
-    table = symmetrised_vi.compare(
-        SymmetrisedVi(
+def test_symmetrized_elbo_is_not_worse_than_mean_field_on_the_toy_task(one_torch_thread):
+    table = symmetrized_vi.compare(
+        SymmetrizedVi(
             seeds=(0,),
             steps=300,
             target_runs=16,

@@ -7,7 +7,7 @@ Task. The packaged digits (4,000 training and 1,000 test MNIST images), average-
 
 Families. q is a mean-field Gaussian over every weight and bias, fitted by the ELBO with
 reparameterised mini-batch draws and Adam. The symmetrised posterior q_sym(w) = (1/|G|)
-sum_g q(g w) (`symbnn.analyses.symmetrised_vi`) is fitted with the ELBO whose KL term uses
+sum_g q(g w) (`symbnn.analyses.symmetrized_vi`) is fitted with the ELBO whose KL term uses
 log q_sym. For one hidden layer the mean-field density factorises over hidden units: unit i
 owns row i of the first weight, bias i and column i of the output weight (f = n_in + 1 + 10
 numbers); write u_j(w) for unit j's numbers in w, q_i for unit i's factor of q, and
@@ -57,7 +57,7 @@ from torch.nn import functional as F
 from symbnn import metrics
 from symbnn.analyses import stacked_mlp
 from symbnn.data import load_dataset
-from symbnn.settings import SymmetrisedViWidths
+from symbnn.settings import SymmetrizedViWidths
 from symbnn.symmetry import apply_permutations, canonicalize, random_permutations, unit_groups
 from symbnn.train.mlp_stacked import stacked_forward
 from symbnn.train.seeding import build_seeded_model
@@ -199,30 +199,30 @@ def fit(
     y: torch.Tensor,
     seeds: list[int],
     families: list[str],
-    options: SymmetrisedViWidths,
+    settings: SymmetrizedViWidths,
     gen_seed: int = 0,
 ) -> StackedMeanField:
     """Replica r (seed seeds[r]) maximises its family's ELBO (the symmetrised one with the
     upper bound of the overlap, i.e. a certified lower bound of ELBO_sym), by Adam on
     mini-batches of ``batch_size`` images."""
-    q = StackedMeanField(spec, seeds, options.rho_init)
+    q = StackedMeanField(spec, seeds, settings.rho_init)
     sym = torch.tensor([f == "symmetrised" for f in families])
     gen = torch.Generator().manual_seed(104729 + gen_seed)
-    optimiser = torch.optim.Adam(q.parameters(), lr=options.lr)
+    optimizer = torch.optim.Adam(q.parameters(), lr=settings.lr)
     n = len(x)
-    batch = min(options.batch_size, n)
-    for _ in range(options.steps):
+    batch = min(settings.batch_size, n)
+    for _ in range(settings.steps):
         index = torch.randint(0, n, (batch,), generator=gen)
-        w = q.draw(options.elbo_samples, gen)
+        w = q.draw(settings.elbo_samples, gen)
         fit_term = log_likelihood(w, x[index], y[index]).mean(1) * (n / batch)
-        fit_term = fit_term - q.kl(options.prior_std)
+        fit_term = fit_term - q.kl(settings.prior_std)
         if sym.any():
             _, upper = q.overlap({k: v[sym] for k, v in w.items()}, sym)
             fit_term = fit_term.index_add(0, sym.nonzero().flatten(), -upper.mean(1).float())
         loss = -fit_term.sum() / n
-        optimiser.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimizer.step()
     return q
 
 
@@ -252,7 +252,7 @@ def canonical(state: State, spec: dict) -> State:
 
 
 def layerwise_mmd(reference: State, samples: State) -> float:
-    from symbnn.analyses.symmetrised_vi import layerwise_mmd as mmd
+    from symbnn.analyses.symmetrized_vi import layerwise_mmd as mmd
 
     return mmd({k: reference[k] for k in NAMES}, {k: samples[k] for k in NAMES})
 
@@ -264,42 +264,42 @@ def evaluate(
     families: list[str],
     data: dict[str, tuple[torch.Tensor, torch.Tensor]],
     reference: State,
-    options: SymmetrisedViWidths,
+    settings: SymmetrizedViWidths,
     gen_seed: int = 0,
 ) -> list[dict]:
     """One row per replica: ELBO split, overlap bounds, test metrics, MMDs to the reference."""
     gen = torch.Generator().manual_seed(7919 + gen_seed)
     x, y = data["train"]
     log_g = math.lgamma(spec["widths"][1] + 1)
-    w = q.draw(options.eval_samples, gen)
+    w = q.draw(settings.eval_samples, gen)
     expected_ll = torch.stack(
         [
             log_likelihood({k: v[r : r + 1] for k, v in w.items()}, x, y)[0]
             for r in range(len(families))
         ]
     ).mean(1)
-    kl = q.kl(options.prior_std)
+    kl = q.kl(settings.prior_std)
     lower, upper = q.overlap(w)
     probs = predictive(w, data["test"][0])
-    unit_kl = q.unit_kl(options.prior_std)
+    unit_kl = q.unit_kl(settings.prior_std)
     sym_spec = unit_groups(spec)
     ref_canonical = canonical(reference, spec)
     rows = []
     for r, family in enumerate(families):
         mf_elbo = float(expected_ll[r] - kl[r])
-        symmetrised = family == "symmetrised"
-        constant = log_g if symmetrised else 0.0
+        symmetrized = family == "symmetrised"
+        constant = log_g if symmetrized else 0.0
         hi, lo = float(upper[r].mean()), float(lower[r].mean())
-        elbo = mf_elbo + constant - (hi if symmetrised else 0.0)
-        samples = {k: v[r, : options.mmd_samples] for k, v in w.items()}
-        if symmetrised:  # q_sym's draws: g w, g uniform on G
-            perms = random_permutations(sym_spec, options.mmd_samples, gen)
+        elbo = mf_elbo + constant - (hi if symmetrized else 0.0)
+        samples = {k: v[r, : settings.mmd_samples] for k, v in w.items()}
+        if symmetrized:  # q_sym's draws: g w, g uniform on G
+            perms = random_permutations(sym_spec, settings.mmd_samples, gen)
             samples = apply_permutations(samples, sym_spec, perms)
         rows.append(
             {
                 "family": family,
                 "elbo": elbo,
-                "elbo_upper": elbo + (hi - lo if symmetrised else 0.0),
+                "elbo_upper": elbo + (hi - lo if symmetrized else 0.0),
                 "log_group_order": constant,
                 "elbo_fit": elbo - constant,
                 "expected_log_likelihood": float(expected_ll[r]),
@@ -316,39 +316,39 @@ def evaluate(
 
 
 def reference_posterior(
-    spec: dict, x: torch.Tensor, y: torch.Tensor, options: SymmetrisedViWidths
+    spec: dict, x: torch.Tensor, y: torch.Tensor, settings: SymmetrizedViWidths
 ) -> State:
     """A deep ensemble: ``reference_runs`` independent SGD runs trained side by side."""
     return stacked_mlp.train_stacked(
         spec["widths"],
         x,
         y,
-        range(10_000, 10_000 + options.reference_runs),
-        epochs=options.reference_epochs,
-        batch_size=options.reference_batch_size,
-        lr=options.reference_lr,
+        range(10_000, 10_000 + settings.reference_runs),
+        epochs=settings.reference_epochs,
+        batch_size=settings.reference_batch_size,
+        lr=settings.reference_lr,
         loss="cross_entropy",
     )
 
 
-def compare(options: SymmetrisedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
+def compare(settings: SymmetrizedViWidths, data_root: str | Path = "data") -> pl.DataFrame:
     """One row per (width, family, seed), plus one ``reference`` row per width (the deep
     ensemble's own test metrics; its ELBO and MMD columns are null)."""
-    data = pooled_digits(options.image_size, data_root, options.dataset)
+    data = pooled_digits(settings.image_size, data_root, settings.dataset)
     x, y = data["train"]
-    seeds = [int(s) for s in options.seeds]
+    seeds = [int(s) for s in settings.seeds]
     families = [f for f in FAMILIES for _ in seeds]
     rows = []
-    for width in options.widths:
+    for width in settings.widths:
         spec = stacked_mlp.mlp_spec([x.shape[1], width, 10])
-        reference = reference_posterior(spec, x, y, options)
+        reference = reference_posterior(spec, x, y, settings)
         probs = torch.softmax(stacked_forward(reference, data["test"][0]).double(), -1).mean(0)
         rows.append(
             {"width": width, "family": "reference", "seed": None}
             | prediction_metrics(probs, data["test"][1])
         )
-        q = fit(spec, x, y, seeds * len(FAMILIES), families, options, gen_seed=width)
-        evaluated = evaluate(q, spec, families, data, reference, options, gen_seed=width)
+        q = fit(spec, x, y, seeds * len(FAMILIES), families, settings, gen_seed=width)
+        evaluated = evaluate(q, spec, families, data, reference, settings, gen_seed=width)
         for seed, row in zip(seeds * len(FAMILIES), evaluated):
             rows.append({"width": width, "seed": seed} | row)
     return pl.DataFrame(rows, infer_schema_length=None).select(

@@ -51,7 +51,7 @@ from torch.nn import functional as F
 from symbnn.alignment.interpolation import predictive_accuracy_nll
 from symbnn.analyses import stacked_mlp
 from symbnn.methods.bnn import MeanFieldBNN, gaussian_state, log_normal
-from symbnn.settings import SymmetrisedVi
+from symbnn.settings import SymmetrizedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.symmetry.structure import Symmetry
 from symbnn.train.mlp_stacked import stacked_forward
@@ -101,7 +101,7 @@ def all_permutations(sym: Symmetry) -> dict[str, torch.Tensor]:
     }
 
 
-class SymmetrisedMeanField:
+class SymmetrizedMeanField:
     """q_sym over a mean-field base q (a `MeanFieldBNN`); see the module docstring."""
 
     def __init__(
@@ -191,7 +191,7 @@ def _log_likelihood(
 
 def kl_terms(
     q: MeanFieldBNN,
-    qsym: SymmetrisedMeanField,
+    qsym: SymmetrizedMeanField,
     family: str,
     weights: dict[str, torch.Tensor],
     prior_std: float,
@@ -209,31 +209,31 @@ def fit(
     y: torch.Tensor,
     family: str,
     seed: int,
-    options: SymmetrisedVi,
-) -> tuple[MeanFieldBNN, SymmetrisedMeanField]:
+    settings: SymmetrizedVi,
+) -> tuple[MeanFieldBNN, SymmetrizedMeanField]:
     """Maximise the family's ELBO (full batch, Adam) from seed's initial weights."""
     if spec.get("name") != "mlp" or spec.get("bias", True) is False:
         raise ValueError(f"the symmetrised-VI comparison runs on MLPs with biases, got {spec}")
     q = MeanFieldBNN(
         build_seeded_model(spec, seed),
-        options.rho_init,
+        settings.rho_init,
         1.0,
-        options.prior_std,
-        options.prior_std,
+        settings.prior_std,
+        settings.prior_std,
     )
     gen = torch.Generator().manual_seed(int(seed) + 104729)
-    qsym = SymmetrisedMeanField(
-        q, unit_groups(spec), options.max_enumerate, options.mc_permutations, gen
+    qsym = SymmetrizedMeanField(
+        q, unit_groups(spec), settings.max_enumerate, settings.mc_permutations, gen
     )
-    optimiser = torch.optim.Adam(q.parameters(), lr=options.lr)
-    for _ in range(options.steps):
-        w = _draws(q, options.elbo_samples, gen)
+    optimizer = torch.optim.Adam(q.parameters(), lr=settings.lr)
+    for _ in range(settings.steps):
+        w = _draws(q, settings.elbo_samples, gen)
         loss = -(
-            _log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, options.prior_std)
+            _log_likelihood(w, x, y) - kl_terms(q, qsym, family, w, settings.prior_std)
         ).mean() / len(x)
-        optimiser.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimizer.step()
     return q, qsym
 
 
@@ -248,7 +248,7 @@ class Evaluation:
 @torch.no_grad()
 def evaluate(
     q: MeanFieldBNN,
-    qsym: SymmetrisedMeanField,
+    qsym: SymmetrizedMeanField,
     family: str,
     train: tuple[torch.Tensor, torch.Tensor],
     test: tuple[torch.Tensor, torch.Tensor],
@@ -282,34 +282,34 @@ def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tens
     return total / weight
 
 
-def compare(options: SymmetrisedVi) -> pl.DataFrame:
+def compare(settings: SymmetrizedVi) -> pl.DataFrame:
     """One row per (family, seed): ELBO, its standard error, test accuracy, test NLL, MMD to
     the SGD target posterior; plus the group order |G| and whether log q_sym was exact."""
-    spec = mlp_spec(options.hidden)
-    train = two_gaussians(options.n_train, options.data_seed, options.separation)
-    test = two_gaussians(options.n_test, options.data_seed + 1, options.separation)
+    spec = mlp_spec(settings.hidden)
+    train = two_gaussians(settings.n_train, settings.data_seed, settings.separation)
+    test = two_gaussians(settings.n_test, settings.data_seed + 1, settings.separation)
     # the target posterior: independent SGD runs, trained side by side
     target = stacked_mlp.train_stacked(
         spec["widths"],
         *train,
-        range(10_000, 10_000 + options.target_runs),
-        epochs=options.target_epochs,
-        batch_size=options.target_batch_size,
-        lr=options.target_lr,
+        range(10_000, 10_000 + settings.target_runs),
+        epochs=settings.target_epochs,
+        batch_size=settings.target_batch_size,
+        lr=settings.target_lr,
         loss="cross_entropy",
     )
     rows = []
-    for seed in options.seeds:
+    for seed in settings.seeds:
         for family in FAMILIES:
-            q, qsym = fit(spec, *train, family, seed, options)
+            q, qsym = fit(spec, *train, family, seed, settings)
             result = evaluate(
-                q, qsym, family, train, test, options.eval_samples, options.prior_std, seed
+                q, qsym, family, train, test, settings.eval_samples, settings.prior_std, seed
             )
             gen = torch.Generator().manual_seed(int(seed) + 1)
             draws = (
-                q.sample_states(options.mmd_samples, gen)
+                q.sample_states(settings.mmd_samples, gen)
                 if family == "mean_field"
-                else qsym.sample_states(options.mmd_samples, gen)
+                else qsym.sample_states(settings.mmd_samples, gen)
             )
             rows.append(
                 {
@@ -339,7 +339,7 @@ def summary(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def variational_alignment_curves(options: SymmetrisedVi) -> pl.DataFrame:
+def variational_alignment_curves(settings: SymmetrizedVi) -> pl.DataFrame:
     """Two mean-field posteriors of the toy task (the first seed and the next one), the path
     between them as fitted ("none") and after aligning B's means and stds to A's
     ("weight_matching"), at `alignment_points` points with `alignment_samples` draws each:
@@ -347,13 +347,13 @@ def variational_alignment_curves(options: SymmetrisedVi) -> pl.DataFrame:
     from symbnn.alignment import align_gaussian
     from symbnn.alignment.interpolation import gaussian_curve, grid
 
-    seeds = (options.seeds[0], options.seeds[0] + 1)
-    points, samples = options.alignment_points, options.alignment_samples
-    spec = mlp_spec(options.hidden)
-    train = two_gaussians(options.n_train, options.data_seed, options.separation)
-    test = two_gaussians(options.n_test, options.data_seed + 1, options.separation)
+    seeds = (settings.seeds[0], settings.seeds[0] + 1)
+    points, samples = settings.alignment_points, settings.alignment_samples
+    spec = mlp_spec(settings.hidden)
+    train = two_gaussians(settings.n_train, settings.data_seed, settings.separation)
+    test = two_gaussians(settings.n_test, settings.data_seed + 1, settings.separation)
     (mean_a, std_a), (mean_b, std_b) = (
-        gaussian_state(fit(spec, *train, "mean_field", s, options)[0]) for s in seeds
+        gaussian_state(fit(spec, *train, "mean_field", s, settings)[0]) for s in seeds
     )
     aligned_mean, aligned_std, _ = align_gaussian(mean_a, std_a, mean_b, std_b, unit_groups(spec))
     sets = {"train": train, "test": test}

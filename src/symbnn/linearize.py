@@ -40,7 +40,7 @@ def split_state(
     return params, buffers
 
 
-class Linearised(nn.Module):
+class Linearized(nn.Module):
     """`model` linearised at the state dict `mode`, evaluated at the state dict `sample`:
     calling it on a batch gives f(x; mode) + J(x) (sample - mode). The split into parameters
     and buffers and the direction sample - mode are computed here once, not per batch.
@@ -68,12 +68,12 @@ class Linearised(nn.Module):
 
 
 @torch.no_grad()
-def linearised_logits(
+def linearized_logits(
     model: nn.Module,
     mode: Mapping[str, torch.Tensor],
     sample: Mapping[str, torch.Tensor],
     inputs: torch.Tensor,
 ) -> torch.Tensor:
-    """f(x; mode) + J(x) (sample - mode) for one batch `inputs` (`Linearised`); `model`
+    """f(x; mode) + J(x) (sample - mode) for one batch `inputs` (`Linearized`); `model`
     should be in eval mode."""
-    return Linearised(model, mode, sample)(inputs)
+    return Linearized(model, mode, sample)(inputs)
