@@ -10,7 +10,7 @@ import yaml
 from conftest import REPO, SNAKEMAKE, tiny_workflow_config
 from console import ESCAPE, Screen, run_in_terminal
 
-# six jobs that write three progress lines to their logs, a second apart
+# six jobs that write three progress lines to their logs, PAUSE seconds apart
 TOY = """
 rule all:
     input: expand("out/{i}.txt", i=range(6))
@@ -18,13 +18,15 @@ rule all:
 rule work:
     output: "out/{i}.txt"
     log: "logs/{i}.log"
-    shell: "for k in 1 2 3; do echo step $k of 3 >> {log}; sleep 1; done; echo {wildcards.i} > {output}"
+    shell: "for k in 1 2 3; do echo step $k of 3 >> {log}; sleep PAUSE; done; echo {wildcards.i} > {output}"
 """
 PLUGIN_ENV = {"PYTHONPATH": str(REPO / "src")}
 
 
-def toy(tmp_path):
-    (tmp_path / "Snakefile").write_text(TOY)
+def toy(tmp_path, pause=1):
+    """The toy workflow in `tmp_path`; `pause`: seconds between a job's log lines (the live
+    view needs running jobs to show; a plain log does not)."""
+    (tmp_path / "Snakefile").write_text(TOY.replace("PAUSE", str(pause)))
     return [sys.executable, "-m", "snakemake", "--cores", "2"]
 
 
@@ -72,7 +74,7 @@ def normalized(text):
 def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
     import subprocess
 
-    argv = toy(tmp_path)
+    argv = toy(tmp_path, pause=0)
     runs = []
     for extra in (["--logger", "symbnn"], []):
         for folder in ("out", "logs", ".snakemake"):
@@ -92,7 +94,7 @@ def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
 def test_a_dry_run_on_a_terminal_lists_every_job(tmp_path):
     """A dry run stays Snakemake's list of jobs with their resources, on a terminal too."""
     status, raw = run_in_terminal(
-        [*toy(tmp_path), "--logger", "symbnn", "-n"], tmp_path, environment(), timeout=300
+        [*toy(tmp_path, pause=0), "--logger", "symbnn", "-n"], tmp_path, environment(), timeout=300
     )
     assert status == 0, raw
     assert raw.count("rule work:") == 6 and "jobs done" not in raw
@@ -100,11 +102,12 @@ def test_a_dry_run_on_a_terminal_lists_every_job(tmp_path):
 
 @pytest.mark.slow
 def test_the_workflow_on_a_terminal_shows_its_progress_in_few_lines(tmp_path):
-    """The tiny workflow (target posterior, its symmetries and tables) with the repository's
-    profile, as `make run` starts it on a terminal."""
+    """The tiny workflow's target posterior (its training shards and their gathering: the
+    real jobs' logs) with the repository's profile, as `make run` starts it on a terminal."""
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(tiny_workflow_config(methods=False)))
+    target = "results/tiny/posterior/target.zarr"
     status, raw = run_in_terminal(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"], REPO, environment()
+        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2", target], REPO, environment()
     )
     assert status == 0, raw[-5000:]
     text = ESCAPE.sub("", raw)
