@@ -319,8 +319,7 @@ def test_max_pool_matches_max_pool2d_with_ties():
     max_pool(windows.clone(), descending(9, torch.float64, "cpu"), out_max, rank)
     assert torch.equal(out_max.view(4, 2, 2, 2), reference.detach())
     grad = torch.empty(4, 9, 8, dtype=torch.float64)
-    index = torch.empty(4, 1, 8, dtype=torch.int64)
-    max_pool_backward(weights.reshape(4, 1, 8), rank, index, grad)
+    max_pool_backward(weights.reshape(4, 1, 8), rank, descending(9, torch.float64, "cpu"), grad)
     back = grad.view(4, 3, 3, 2, 2, 2).permute(0, 3, 4, 1, 5, 2).reshape(4, 2, 6, 6)
     assert torch.equal(back, z_ref.grad)
 

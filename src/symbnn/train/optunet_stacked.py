@@ -12,7 +12,7 @@ per chunk of models, all writing into reused buffers (`symbnn.train.workspace`).
   (`symbnn.train.toeplitz`; the same T for every row, conv1 being shift invariant) takes the
   k1 patch rows it reads to its conv1 outputs; the results are laid out (position, channel) x
   windows so that the max over positions is a reduction over an outer axis
-  (`symbnn.train.pooling`), whose backward touches only the maxima. Of the tilings measured,
+  (`symbnn.train.pooling`), whose backward is a mask of the first maxima times the gradient. Of the tilings measured,
   this one wastes the fewest multiplications by zeros for matmul shapes that stay efficient
   (T is 12 x 24 with 16 non-zeros a row for the default, against 36 x 36 for the whole
   window and 108 x 96 for full image rows). conv1's input needs no gradient: its backward is
@@ -63,9 +63,9 @@ class OptuNetStacked:
     # a model's arithmetic does not depend on the other models of its chunk (of two or more)
     exact = True
     # intermediates per chunk on a CPU: the data passes here are many and large, and chunks
-    # that stay in a core's caches ran fastest (K = 32, one thread: chunks of 2 to 4 models
-    # about a third faster than chunks of 16)
-    chunk_bytes = 4 << 20
+    # that stay in a core's caches ran fastest (K = 32, batch 64, one thread: chunks of 4 to 6
+    # models about 10% faster than chunks of 2 or 3 and a third faster than chunks of 16)
+    chunk_bytes = 6 << 20
 
     def __init__(
         self,
@@ -249,20 +249,22 @@ class OptuNetStacked:
         d_win2 = win2  # its windows are no longer needed: reuse the buffer (fewer cache misses)
         torch.bmm(d_z2.flatten(0, 1), t2.flatten(0, 1).transpose(1, 2), out=d_win2.flatten(0, 1))
 
-        # windows back onto the pooled maps (overlapping rows add up), then the ReLU
+        # windows back onto the pooled maps (overlapping rows add up), then the ReLU. The
+        # windows are first put in the maps' axis order (one copy): adding contiguous slabs
+        # then costs half as much as adding permuted views
+        c1g = self.c1 // g
+        windows = ws.get("d_windows", (k, g), (c1g, self.k2, b, self.rows2, self.wp))
+        windows.copy_(self._window_view(d_win2, b).permute(0, 1, 4, 5, 2, 3, 6))
         d_pooled = ws.get("d_pooled", (k,), pooled.shape[1:])
         d_pooled.zero_()
         maps = self._maps_view(d_pooled, b)  # (K, G, C1/G, B, Hp, Wp)
-        windows = self._window_view(d_win2, b)  # (K, G, B, rows2, C1/G, k2, Wp)
         for i in range(self.k2):
-            maps[:, :, :, :, i : i + self.rows2].add_(
-                windows[:, :, :, :, :, i].permute(0, 1, 4, 2, 3, 5)
-            )
+            maps[:, :, :, :, i : i + self.rows2].add_(windows[:, :, :, i])
         _relu_backward(d_pooled, pooled)
 
         # max-pool: the gradient goes to each window's first maximum (into z1's buffer)
         d_z1 = z1.view(k, self.positions, -1)
-        max_pool_backward(d_pooled, rank, ws.get("first", (k,), rank.shape[1:], torch.int64), d_z1)
+        max_pool_backward(d_pooled, rank, self.weights, d_z1)
         d_t1 = ws.get("d_t1", (k, self.pool), self.toeplitz1.shape)
         for dy in range(self.pool):
             torch.bmm(self._z_rows(z1, dy), self._patch_rows(patches, dy), out=d_t1[:, dy])
