@@ -127,6 +127,7 @@ def cifar10_resnet20(**changes):
     return experiment
 
 
+@pytest.mark.slow
 def test_the_cifar10_experiment_plans_its_pairs_as_gpu_jobs(tmp_path):
     config = repo_config()
     experiment = config_from_mapping(config, "config.yaml").experiments["cifar10-resnet20"]

@@ -258,6 +258,7 @@ def two_outputs(tmp_path_factory):
     return dvc_repository(tmp_path_factory.mktemp("dvc") / "repo", ("e", "f"))
 
 
+@pytest.mark.slow
 def test_verify_fails_when_an_output_is_missing(two_outputs, tmp_path):
     assert make(two_outputs, "verify").returncode == 0
     shutil.move(two_outputs / "results" / "f", tmp_path / "f")  # as a failed pull leaves it
@@ -281,6 +282,7 @@ def test_verify_fails_when_an_output_is_missing(two_outputs, tmp_path):
     ],
     ids=["syntax", "shape", "binary"],
 )
+@pytest.mark.slow
 def test_verify_names_a_dvc_lock_it_cannot_read(two_outputs, broken, message):
     lock = two_outputs / "dvc.lock"
     original = lock.read_bytes()

@@ -42,6 +42,7 @@ def test_screen_follows_a_redraw_in_place():
     assert screen.shown() == ["kept", "new", "done"]
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_a_live_view_and_few_lines(tmp_path):
     status, raw = run_in_terminal(
         [*toy(tmp_path), "--logger", "symbnn"], tmp_path, environment(), timeout=300
@@ -71,6 +72,7 @@ def normalized(text):
     return sorted(line for line in lines if not re.match(r"(Command|Date):", line))
 
 
+@pytest.mark.slow
 def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
     import subprocess
 
@@ -91,6 +93,7 @@ def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
     assert plugin == default, "\n".join(difflib.unified_diff(plugin, default, lineterm=""))
 
 
+@pytest.mark.slow
 def test_a_dry_run_on_a_terminal_lists_every_job(tmp_path):
     """A dry run stays Snakemake's list of jobs with their resources, on a terminal too."""
     status, raw = run_in_terminal(

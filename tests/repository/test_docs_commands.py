@@ -229,6 +229,7 @@ def dvc_checkout(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_documented_dvc_remote_commands_configure_the_remote(dvc_checkout):
     """The S3 and SSH recipes, in their order: each writes .dvc/config.local."""
     for command in [param.values[0] for param in commands_of("dvc-remote")]:
@@ -240,6 +241,7 @@ def test_documented_dvc_remote_commands_configure_the_remote(dvc_checkout):
         assert shlex.split(command)[-1] in local.replace(os.path.expanduser("~"), "~"), local
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", commands_of("dvc-pull"))
 def test_documented_dvc_pull_runs(command, dvc_checkout):
     """As typed, in a checkout with nothing recorded yet; tests/workflow/test_dvc.py pulls real
@@ -249,6 +251,7 @@ def test_documented_dvc_pull_runs(command, dvc_checkout):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", commands_of("dvc-push"))
 def test_documented_dvc_push_runs(command, dvc_checkout):
     """As typed, in a checkout with nothing recorded yet; tests/workflow/test_dvc.py pushes the results
@@ -271,6 +274,7 @@ def test_documented_pip_install_resolves(command):
     assert re.search(installed, result.stdout), result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", commands_of("pytest"))
 def test_documented_pytest_command_collects(command):
     argv = shlex.split(command)

@@ -241,6 +241,7 @@ def dvc_repo(tmp_path_factory):
     return dvc_repository(tmp_path_factory.mktemp("dvc") / "repo", ("e",))
 
 
+@pytest.mark.slow
 def test_verify_fails_when_its_target_is_absent(dvc_repo, tmp_path):
     result = make(dvc_repo, "verify", "EXP=e")
     assert result.returncode == 0 and "verify: 1 store(s) OK" in result.stdout, result.stderr
@@ -255,6 +256,7 @@ def test_verify_fails_when_its_target_is_absent(dvc_repo, tmp_path):
         shutil.move(moved, dvc_repo / "results" / "e")
 
 
+@pytest.mark.slow
 def test_verify_checks_the_cache_and_suggests_nothing_that_deletes(dvc_repo):
     table = dvc_repo / "results" / "e" / "table.csv"
     md5 = __import__("hashlib").md5(table.read_bytes()).hexdigest()
@@ -281,6 +283,7 @@ def test_verify_checks_the_cache_and_suggests_nothing_that_deletes(dvc_repo):
         table.write_text("a\n1\n")
 
 
+@pytest.mark.slow
 def test_push_writes_nothing_until_the_upload_succeeds(dvc_repo):
     lock = (dvc_repo / "dvc.lock").read_bytes()
     table = dvc_repo / "results" / "e" / "table.csv"

@@ -113,6 +113,7 @@ exit 1
 """
 
 
+@pytest.mark.slow
 def test_gpu_rules_carry_the_gpu_request_in_sbatch(tmp_path):
     """The plugin's real sbatch call, caught by a fake `sbatch` on PATH."""
     experiment = tiny_experiment(n_samples=4)
