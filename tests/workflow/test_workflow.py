@@ -10,6 +10,7 @@ import yaml
 from conftest import REDRAWN
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
+from documented_commands import result_commands, run_result_command
 
 from symbnn.methods import registry
 from symbnn.predictions import open_predictions
@@ -457,8 +458,6 @@ def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run
 def test_documented_result_commands_run(finished_run):
     """The README's commands that read a finished run (store info, the tables, the report),
     on this run's results; tests/repository/test_docs_commands.py runs every other documented command."""
-    from test_docs_commands import result_commands, run_result_command
-
     snakemake(finished_run, "--report", "results/report.html")  # what `make run` ends with
     commands = result_commands()
     assert commands
