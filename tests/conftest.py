@@ -383,7 +383,20 @@ def assert_same_tree(a, b):
 
 # The slowest files (whole workflow runs) first: `make test` hands its two workers a file at a
 # time, and a long file started last would leave one worker idle at the end.
-SLOWEST_FIRST = ("test_workflow.py", "test_dvc.py", "test_workflow_runs.py", "test_slurm.py")
+# (the order of their total time in a `--durations=0` run)
+SLOWEST_FIRST = (
+    "test_workflow.py",
+    "test_dvc.py",
+    "test_workflow_extensions.py",
+    "test_docs_commands.py",
+    "test_alignment_pairs.py",
+    "test_reliability.py",
+    "test_cli_errors.py",
+    "test_checkpoints_workflow.py",
+    "test_console.py",
+    "test_slurm.py",
+    "test_workflow_runs.py",
+)
 
 
 def pytest_collection_modifyitems(items):

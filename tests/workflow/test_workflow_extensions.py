@@ -21,7 +21,6 @@ from conftest import (
     REDRAWN,
     SNAKEMAKE,
     TINY_SAMPLING,
-    TINY_SETTINGS,
     tiny_experiment,
     workflow_config,
 )
@@ -60,8 +59,9 @@ def extension_config():
     tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
     tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5}
     tiny["model"] = USER_MODEL
-    # SWAG trains the user's model further; Deep Ensembles reads its pool
-    tiny["methods"] = {**TINY_SAMPLING, "swag": TINY_SETTINGS["swag"], "de": {}}
+    # Deep Ensembles reads the pool of the user's model (the shipped methods' fits are
+    # tests/workflow/test_workflow.py's; the user's model trains in the target's shards)
+    tiny["methods"] = {**TINY_SAMPLING, "de": {}}
     tiny["methods"].update(docs_method_entry())
     return workflow_config({"tiny": tiny}, NO_ANALYSES)
 
@@ -116,15 +116,14 @@ def test_a_user_method_and_dataset_run_end_to_end(finished_run):
 
 def test_the_user_model_goes_through_every_stage(finished_run):
     """The user's architecture: trained, its structure derived for the canonical form and
-    min-mass, refined by SWAG, aligned."""
+    min-mass, its pool ensembled, aligned."""
     results = finished_run / "results" / "tiny"
     target = open_store(results / "posterior" / "target.zarr")
     assert target.attrs["architecture"] == USER_MODEL and target.validate() == []
     canonical = open_store(results / "canonical" / "target.zarr")
     assert canonical.n_samples == target.n_samples and canonical.validate() == []
     table = pl.read_parquet(results / "report" / "table1.parquet")
-    swag = table.filter(pl.col("method") == "SWAG")
-    assert swag["group"].to_list() == ["one mode", "multi mode"]
+    assert set(table["method"]) == {"Deep Ensembles", LABEL} and table.height == 3
     assert table["Acc"].is_not_null().all()
     curves = pl.read_parquet(results / "alignment" / "curves.parquet")
     assert set(curves["alignment"]) == {"none", "weight_matching"}
