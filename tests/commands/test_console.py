@@ -1,13 +1,13 @@
 """What a run prints (`--logger symbnn`, set by profiles/default): on a terminal one live view
 (jobs done / total, running jobs, elapsed, time left) and few lines; elsewhere Snakemake's own
-plain log, unchanged."""
+plain log, unchanged. (The real workflow on a terminal: the resumed run of
+tests/workflow/test_workflow_runs.py.)"""
 
 import re
 import sys
 
 import pytest
-import yaml
-from conftest import REPO, SNAKEMAKE, tiny_workflow_config
+from conftest import REPO
 from console import ESCAPE, Screen, run_in_terminal
 
 # six jobs that write three progress lines to their logs, PAUSE seconds apart
@@ -101,22 +101,3 @@ def test_a_dry_run_on_a_terminal_lists_every_job(tmp_path):
     )
     assert status == 0, raw
     assert raw.count("rule work:") == 6 and "jobs done" not in raw
-
-
-@pytest.mark.slow
-def test_the_workflow_on_a_terminal_shows_its_progress_in_few_lines(tmp_path):
-    """The tiny workflow's target posterior (its training shards and their gathering: the
-    real jobs' logs) with the repository's profile, as `make run` starts it on a terminal."""
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(tiny_workflow_config(methods=False)))
-    target = "results/tiny/posterior/target.zarr"
-    status, raw = run_in_terminal(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2", target], REPO, environment()
-    )
-    assert status == 0, raw[-5000:]
-    text = ESCAPE.sub("", raw)
-    assert re.search(r"\d+/\d+ jobs done, \d+ running, elapsed", text), text[-3000:]
-    screen = Screen(120)
-    screen.feed(raw)
-    lines = screen.shown()
-    assert re.match(r"\d+ of \d+ jobs done in ", lines[-1]), lines[-10:]
-    assert len(lines) < 100, "\n".join(lines)

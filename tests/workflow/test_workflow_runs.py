@@ -1,8 +1,9 @@
-"""A killed run, and the checks that stop a run before any job (bad config, lint), as
-`snakemake` subprocesses. (A user's architecture runs end to end in
+"""A killed run resumed on a terminal, and the checks that stop a run before any job (bad
+config, lint), as `snakemake` subprocesses. (A user's architecture runs end to end in
 tests/workflow/test_workflow_extensions.py, with the user's method and dataset.)"""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import yaml
 from conftest import SNAKEMAKE
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
+from console import ESCAPE, Screen, run_in_terminal
 
 from symbnn.store import open_store
 
@@ -41,7 +43,10 @@ def test_lint_is_clean(tmp_path):
     assert "Lints for" not in result.stdout + result.stderr
 
 
-def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
+def test_killed_run_leaves_no_half_written_store_and_resumes_on_a_terminal(tmp_path):
+    """A SIGKILL in the middle of training leaves no half-written store; the rerun resumes,
+    started on a terminal as `make run` starts it: the repository's profile shows its live
+    view (jobs done / total, running, elapsed) and ends in few lines."""
     config = tiny_config(methods=False)
     config["experiments"]["tiny"]["recipe"]["epochs"] = 2
     config["experiments"]["tiny"]["data"]["train_limit"] = 1000
@@ -67,7 +72,18 @@ def test_killed_run_leaves_no_half_written_store_and_resumes(tmp_path):
     assert not (tmp_path / "results" / "tiny" / "posterior" / "target.zarr").exists()
     snakemake(tmp_path, "--unlock")  # a SIGKILL leaves Snakemake's lock behind
     # the default profile sets rerun-incomplete; the stages after the store are not the point
-    snakemake(tmp_path, "results/tiny/posterior/target.zarr")
-    store = open_store(tmp_path / "results" / "tiny" / "posterior" / "target.zarr")
+    target = "results/tiny/posterior/target.zarr"
+    argv = [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2", target]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    status, raw = run_in_terminal(argv, REPO, env)
+    assert status == 0, raw[-5000:]
+    text = ESCAPE.sub("", raw)
+    assert re.search(r"\d+/\d+ jobs done, \d+ running, elapsed", text), text[-3000:]
+    screen = Screen(120)
+    screen.feed(raw)
+    lines = screen.shown()
+    assert re.match(r"\d+ of \d+ jobs done in ", lines[-1]), lines[-10:]
+    assert len(lines) < 100, "\n".join(lines)
+    store = open_store(tmp_path / target)
     store.validate()
     assert store.n_samples == 4
