@@ -41,8 +41,8 @@ report: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# The unit tests only: the end-to-end runs (the workflow; snakemake, make or dvc as
-# subprocesses: marked slow) left out.
+# The unit tests only: the end-to-end runs (the workflow; snakemake, make, dvc, the symbnn
+# command or child Pythons as subprocesses: marked slow) left out.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow"
 

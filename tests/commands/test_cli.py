@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from symbnn.cli import main
 
 
@@ -23,6 +25,7 @@ def test_store_validate_and_missing_store(optunet_store, tmp_path, capsys):
     assert "nope.zarr: not a symbnn store" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_installed_entry_point_runs(optunet_store):
     store, _ = optunet_store()
     exe = [sys.executable, "-m", "symbnn.cli", "store", "info", str(store.path)]
@@ -30,6 +33,7 @@ def test_installed_entry_point_runs(optunet_store):
     assert "architecture name=optunet" in result.stdout
 
 
+@pytest.mark.slow
 def test_every_failure_is_one_line_and_exit_status_1(optunet_store, tmp_path, capsys):
     """Usage errors (argparse) and failures in a command exit 1 with `symbnn ...: error:`."""
     store, _ = optunet_store()

@@ -140,6 +140,7 @@ def test_option_values_outside_the_settings_bounds_are_usage_errors(args, option
     assert code == 1 and option in text, text
 
 
+@pytest.mark.slow
 def test_huge_values_fail_fast_on_the_real_command_line():
     """The issue's two cases, as typed: an 87 TiB allocation, and a kill at 23 GB."""
     for args, option in (

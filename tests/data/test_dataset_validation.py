@@ -600,6 +600,7 @@ def test_training_refuses_a_set_the_model_cannot_take_before_training(tmp_path):
 # --- one line, no traceback: on the command line and in a workflow job ------------------------
 
 
+@pytest.mark.slow
 def test_cli_prints_a_damaged_dataset_as_one_line(optunet_store, tmp_path):
     write_mnist_like(tmp_path / "data", "MNIST", n_train=10, n_test=10)
     images = tmp_path / "data" / "MNIST" / "raw" / "t10k-images-idx3-ubyte"

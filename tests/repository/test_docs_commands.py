@@ -74,6 +74,7 @@ def test_synopsis_names_real_commands_and_options(command):
 
 
 @pytest.mark.parametrize("command", commands_of("config"))
+@pytest.mark.slow
 def test_documented_config_command_runs(command):
     """`symbnn config check --resolved` and `symbnn config schema` on the repository's
     config.yaml, as typed from the repository root."""

@@ -320,6 +320,7 @@ def test_a_store_naming_a_loader_is_not_imported(examples, optunet_store):
         data_sets(store, examples, ("test",))
 
 
+@pytest.mark.slow
 def test_the_fingerprint_follows_what_the_loader_returns(examples):
     from symbnn.fingerprint import of_data
     from symbnn.settings import Data
