@@ -14,8 +14,17 @@ import struct
 import subprocess
 import termios
 import time
+from pathlib import Path
+
 
 # CSI sequences (cursor moves, erasures, colours), OSC strings, and other two-byte escapes
+def plugin_environment() -> dict[str, str]:
+    """This environment with the checkout's src/ first, where Snakemake finds the `symbnn`
+    logger plugin (profiles/default sets `--logger symbnn`)."""
+    repo = Path(__file__).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": str(repo / "src")}
+
+
 ESCAPE = re.compile(
     r"\x1b\[([?0-9;]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b."
 )

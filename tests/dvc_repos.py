@@ -19,7 +19,10 @@ def sh(cwd, *cmd, check=True, env=None):
         [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env or DVC_ENV
     )
     if check and result.returncode != 0:
-        raise AssertionError(f"{cmd} failed:\n{result.stdout}\n{result.stderr}")
+        command = " ".join(map(str, cmd))
+        raise AssertionError(
+            f"{command} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 

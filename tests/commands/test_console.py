@@ -7,8 +7,7 @@ import re
 import sys
 
 import pytest
-from conftest import REPO
-from console import ESCAPE, Screen, run_in_terminal
+from console import ESCAPE, Screen, plugin_environment, run_in_terminal
 
 # six jobs that write three progress lines to their logs, PAUSE seconds apart
 TOY = """
@@ -20,7 +19,6 @@ rule work:
     log: "logs/{i}.log"
     shell: "for k in 1 2 3; do echo step $k of 3 >> {log}; sleep PAUSE; done; echo {wildcards.i} > {output}"
 """
-PLUGIN_ENV = {"PYTHONPATH": str(REPO / "src")}
 
 
 def toy(tmp_path, pause=1):
@@ -28,12 +26,6 @@ def toy(tmp_path, pause=1):
     view needs running jobs to show; a plain log does not)."""
     (tmp_path / "Snakefile").write_text(TOY.replace("PAUSE", str(pause)))
     return [sys.executable, "-m", "snakemake", "--cores", "2"]
-
-
-def environment(**extra):
-    import os
-
-    return {**os.environ, **PLUGIN_ENV, **extra}
 
 
 def test_screen_follows_a_redraw_in_place():
@@ -45,7 +37,7 @@ def test_screen_follows_a_redraw_in_place():
 @pytest.mark.slow
 def test_a_terminal_gets_a_live_view_and_few_lines(tmp_path):
     status, raw = run_in_terminal(
-        [*toy(tmp_path), "--logger", "symbnn"], tmp_path, environment(), timeout=300
+        [*toy(tmp_path), "--logger", "symbnn"], tmp_path, plugin_environment(), timeout=300
     )
     assert status == 0, raw[-3000:]
     text = ESCAPE.sub("", raw)
@@ -82,7 +74,7 @@ def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
         for folder in ("out", "logs", ".snakemake"):
             subprocess.run(["rm", "-rf", str(tmp_path / folder)], check=True)
         run = subprocess.run(
-            [*argv, *extra], cwd=tmp_path, env=environment(), capture_output=True, text=True
+            [*argv, *extra], cwd=tmp_path, env=plugin_environment(), capture_output=True, text=True
         )
         assert run.returncode == 0, run.stderr
         runs.append(run.stdout + run.stderr)
@@ -97,7 +89,10 @@ def test_a_pipe_gets_snakemakes_plain_log(tmp_path):
 def test_a_dry_run_on_a_terminal_lists_every_job(tmp_path):
     """A dry run stays Snakemake's list of jobs with their resources, on a terminal too."""
     status, raw = run_in_terminal(
-        [*toy(tmp_path, pause=0), "--logger", "symbnn", "-n"], tmp_path, environment(), timeout=300
+        [*toy(tmp_path, pause=0), "--logger", "symbnn", "-n"],
+        tmp_path,
+        plugin_environment(),
+        timeout=300,
     )
     assert status == 0, raw
     assert raw.count("rule work:") == 6 and "jobs done" not in raw

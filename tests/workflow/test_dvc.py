@@ -27,9 +27,9 @@ from conftest import (
     TINY_ANALYSES,
     stop_process,
     tiny_experiment,
-    user_shell_env,
     workflow_config,
 )
+from dvc_repos import DVC_ENV, sh
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -52,7 +52,6 @@ PROJECT_FILES = [
     ".dvc/.gitignore",
     ".gitignore",
 ]
-ENV = user_shell_env()
 EXPERIMENTS = ("tiny-a", "tiny-b")
 
 
@@ -64,17 +63,6 @@ def tiny_config():
     # is enough for the bookkeeping; tests/workflow/test_workflow.py runs them all)
     analyses = {**NO_ANALYSES, "toy": TINY_ANALYSES["toy"]}
     return workflow_config({"tiny-a": tiny, "tiny-b": other}, analyses)
-
-
-def sh(cwd, *cmd, check=True, env=None):
-    result = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env or ENV
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(map(str, cmd))} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
-        )
-    return result
 
 
 def snakemake(cwd, *args, **kw):
@@ -527,7 +515,7 @@ def s3_server(tmp_path_factory):
 
 def test_s3_round_trip(s3_server, origin):
     env = {
-        **ENV,
+        **DVC_ENV,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",

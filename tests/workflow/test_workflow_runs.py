@@ -15,7 +15,7 @@ import yaml
 from conftest import SNAKEMAKE
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
-from console import ESCAPE, Screen, run_in_terminal
+from console import ESCAPE, Screen, plugin_environment, run_in_terminal
 
 from symbnn.store import open_store
 
@@ -74,8 +74,7 @@ def test_killed_run_leaves_no_half_written_store_and_resumes_on_a_terminal(tmp_p
     # the default profile sets rerun-incomplete; the stages after the store are not the point
     target = "results/tiny/posterior/target.zarr"
     argv = [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2", target]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    status, raw = run_in_terminal(argv, REPO, env)
+    status, raw = run_in_terminal(argv, REPO, plugin_environment())
     assert status == 0, raw[-5000:]
     text = ESCAPE.sub("", raw)
     assert re.search(r"\d+/\d+ jobs done, \d+ running, elapsed", text), text[-3000:]

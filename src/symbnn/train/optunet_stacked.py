@@ -12,8 +12,9 @@ per chunk of models, all writing into reused buffers (`symbnn.train.workspace`).
   (`symbnn.train.toeplitz`; the same T for every row, conv1 being shift invariant) takes the
   k1 patch rows it reads to its conv1 outputs; the results are laid out (position, channel) x
   windows so that the max over positions is a reduction over an outer axis
-  (`symbnn.train.pooling`), whose backward is a mask of the first maxima times the gradient. Of the tilings measured,
-  this one wastes the fewest multiplications by zeros for matmul shapes that stay efficient
+  (`symbnn.train.pooling`), whose backward is a mask of the first maxima times the gradient.
+  Of the tilings measured, this one wastes the fewest multiplications by zeros for matmul
+  shapes that stay efficient
   (T is 12 x 24 with 16 non-zeros a row for the default, against 36 x 36 for the whole
   window and 108 x 96 for full image rows). conv1's input needs no gradient: its backward is
   one matmul per pooling-window row for the kernel's gradient.
