@@ -3,6 +3,7 @@ dataset's own on-disk format (nothing here touches the network)."""
 
 from __future__ import annotations
 
+import builtins
 import re
 
 import numpy as np
@@ -85,6 +86,30 @@ def test_natural_patches_shapes_labels_determinism():
     )
     assert (luma.round() - gray.images.double()).abs().max() <= 1
     assert gray.images.float().std() > 10  # photographs, not constant patches
+
+
+def test_natural_patches_come_from_scikit_learns_photographs_without_importing_it(monkeypatch):
+    """The photographs are scikit-learn's `load_sample_images()`, pixel for pixel, read
+    without importing scikit-learn (its import costs a prediction job 1.5 s): here any
+    import of it fails while they are read."""
+    from sklearn.datasets import load_sample_images
+
+    from symbnn.data.packaged import _sample_photos
+
+    expected = load_sample_images().images
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.split(".")[0] == "sklearn":
+            raise ImportError(f"the test forbids importing {name}")
+        return real_import(name, *args, **kwargs)
+
+    with monkeypatch.context() as blocked:
+        blocked.setattr(builtins, "__import__", no_sklearn)
+        photos = _sample_photos.__wrapped__()
+    assert len(photos) == len(expected) == 2
+    for photo, reference in zip(photos, expected, strict=True):
+        assert photo.dtype == reference.dtype and np.array_equal(photo, reference)
 
 
 def test_natural_patches_other_size_and_bad_options():

