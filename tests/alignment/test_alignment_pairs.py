@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from conftest import repo_config, run_snakemake, workflow_config
+from conftest import plan_in_process, repo_config, run_snakemake, workflow_config
 from fake_datasets import write_cifar10
 
 from symbnn.alignment.interpolation import gaussian_curve, grid
@@ -137,7 +137,7 @@ def test_the_cifar10_experiment_plans_its_pairs_as_gpu_jobs(tmp_path):
     config["run"] = ["cifar10-resnet20"]
     config["analyses"] = {name: False for name in config["analyses"]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    log = run_snakemake(tmp_path, "--dry-run").stdout
+    log = plan_in_process(tmp_path, "--dry-run").stdout
     counts = dict(
         line.split()[:2]
         for line in log.splitlines()

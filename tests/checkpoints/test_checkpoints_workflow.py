@@ -1,7 +1,6 @@
 """The workflow's `posterior: {source: checkpoints}`: a target posterior and a pool imported
 from a format-true bundle of released OptuNets, then the stages that need no training."""
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +8,12 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from conftest import SNAKEMAKE, run_snakemake, tiny_experiment, workflow_config
+from conftest import (
+    plan_in_process,
+    run_snakemake,
+    tiny_experiment,
+    workflow_config,
+)
 
 from symbnn.checkpoints.bundles import as_released, write_bundle
 from symbnn.models import OptuNet
@@ -100,7 +104,7 @@ def test_an_imported_posterior_runs_the_stages_that_need_no_training(tmp_path):
     assert set(marginals["stage"].unique()) == {"stored", "canonical"}
     masses = pl.read_parquet(results / "minmass" / "masses.parquet")
     assert masses.height == N_TARGET
-    again = run_snakemake(tmp_path, "--dry-run", *paths, check=False)
+    again = plan_in_process(tmp_path, "--dry-run", *paths, check=False)
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
@@ -108,11 +112,7 @@ def test_an_imported_posterior_runs_the_stages_that_need_no_training(tmp_path):
 def test_a_missing_bundle_is_a_missing_input_not_a_training_run(tmp_path):
     config = workflow_config({"released": released_experiment(path="nowhere/bundles")})
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "1", "--dry-run"],
-        capture_output=True,
-        text=True,
-    )
+    result = plan_in_process(tmp_path, "--dry-run", check=False)
     log = result.stdout + result.stderr
     assert result.returncode != 0
     assert "Missing input files for rule import_target" in log and "nowhere/bundles" in log

@@ -25,6 +25,7 @@ import yaml
 from conftest import (
     NO_ANALYSES,
     TINY_ANALYSES,
+    plan_in_process,
     stop_process,
     tiny_experiment,
     workflow_config,
@@ -69,6 +70,11 @@ def snakemake(cwd, *args, **kw):
     return sh(cwd, PY, "-m", "snakemake", "--cores", "2", *args, **kw)
 
 
+def plan(cwd, *args):
+    """A planning-only `snakemake ARGS` (dry run, summary) in `cwd`, in this process."""
+    return plan_in_process(cwd, *args, snakefile=cwd / "Snakefile", env=DVC_ENV)
+
+
 def dvc(cwd, *args, **kw):
     return sh(cwd, PY, "-m", "dvc", *args, **kw)
 
@@ -95,13 +101,14 @@ def out(result):
 
 def planned_jobs(cwd, *args):
     """(rule, output file) of every output Snakemake plans to (re)create, from `--summary`."""
-    rows = [line.split("\t") for line in snakemake(cwd, "--summary", *args).stdout.splitlines()]
+    summary = plan(cwd, "--summary", *args).stdout
+    rows = [line.split("\t") for line in summary.splitlines()]
     header = rows[0]
-    rule, plan = header.index("rule"), header.index("plan")
+    rule, status = header.index("rule"), header.index("plan")
     return sorted(
         (row[rule], row[0])
         for row in rows[1:]
-        if len(row) == len(header) and row[plan] == "update pending"
+        if len(row) == len(header) and row[status] == "update pending"
     )
 
 
@@ -187,7 +194,7 @@ def test_default_remote_is_a_folder_beside_the_checkout(origin):
 
 
 def test_fresh_clone_after_pull_has_nothing_to_do(pulled):
-    assert "Nothing to be done" in out(snakemake(pulled, "--dry-run"))
+    assert "Nothing to be done" in out(plan(pulled, "--dry-run"))
     assert "up to date" in out(dvc(pulled, "status"))
     # a summary, not a line per file
     printed = PULL_OUTPUT[pulled]
@@ -222,11 +229,11 @@ def plain_pulled(origin):
 
 
 def test_plain_dvc_pull_then_snakemake_plans_nothing(plain_pulled):
-    first = out(snakemake(plain_pulled, "--dry-run"))
+    first = out(plan(plain_pulled, "--dry-run"))
     assert "Nothing to be done" in first
     # the Snakefile adopted the restored folders once, saying so
     assert "results/tiny-a, results/tiny-b, results/analyses as dvc.lock records them" in first
-    again = out(snakemake(plain_pulled, "--dry-run"))
+    again = out(plan(plain_pulled, "--dry-run"))
     assert "Nothing to be done" in again and "dvc.lock records them" not in again
     assert "up to date" in out(dvc(plain_pulled, "status"))
 
@@ -536,6 +543,6 @@ def test_s3_round_trip(s3_server, origin):
     assert not (target.parent / "symbnn-dvc-remote").exists()
     (target / ".dvc" / "config.local").write_text(local_config.format("results"))
     make(target, "pull", env=env)
-    assert "Nothing to be done" in out(snakemake(target, "--dry-run"))
+    assert "Nothing to be done" in out(plan(target, "--dry-run"))
     for experiment in EXPERIMENTS:
         assert_identical(origin / "results" / experiment, target / "results" / experiment)

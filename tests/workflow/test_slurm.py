@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 import yaml
 from conftest import SNAKEMAKE as WITHOUT_PROFILE
-from conftest import repo_config, stop_process, tiny_experiment
+from conftest import plan_in_process, repo_config, stop_process, tiny_experiment
 
 from symbnn.store import open_store
 
@@ -75,12 +75,9 @@ def test_dry_run_plans_every_job_of_the_full_reproduction(tmp_path):
         experiment = config["experiments"][name]
         assert experiment["posterior"]["n_samples"] == 1000
         assert experiment["methods"]["n_samples"] == 100 and experiment["methods"]["modes"] == 10
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--dry-run", "--config", f"run={list(FULL)}"],
-        capture_output=True,
-        text=True,
+    result = plan_in_process(
+        tmp_path, "--profile", PROFILE, "--dry-run", "--config", f"run={list(FULL)}"
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     planned = job_stats(result.stdout)
     expected = {}
     for name in FULL:

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import REDRAWN
+from conftest import REDRAWN, plan_in_process
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
 from documented_commands import result_commands, run_result_command
@@ -76,7 +76,7 @@ def test_shard_stores_agree_with_the_gathered_store(finished_run):
 
 
 def test_rerun_has_nothing_to_do(finished_run):
-    result = snakemake(finished_run, "--dry-run")
+    result = plan_in_process(finished_run, "--dry-run")
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
@@ -292,7 +292,7 @@ def test_report_holds_every_table_and_figure(finished_run):
 
 def planned_outputs(workdir):
     """(rule, output) of every output Snakemake plans to (re)create, from `--summary`."""
-    rows = [line.split("\t") for line in snakemake(workdir, "--summary").stdout.splitlines()]
+    rows = [line.split("\t") for line in plan_in_process(workdir, "--summary").stdout.splitlines()]
     header = rows[0]
     rule, plan = header.index("rule"), header.index("plan")
     return {

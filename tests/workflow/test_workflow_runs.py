@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SNAKEMAKE
+from conftest import SNAKEMAKE, plan_in_process
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
 from console import ESCAPE, Screen, plugin_environment, run_in_terminal
@@ -27,7 +27,7 @@ def test_bad_config_stops_before_any_job(tmp_path):
     config = tiny_config()
     config["experiments"]["tiny"]["recipe"]["learning_rate"] = 0.1
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = snakemake(tmp_path, check=False)
+    result = plan_in_process(tmp_path, check=False)  # stops while planning: no job to run
     assert result.returncode != 0
     assert "learning_rate" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
@@ -36,10 +36,7 @@ def test_bad_config_stops_before_any_job(tmp_path):
 def test_lint_is_clean(tmp_path):
     # in a folder of its own: the checkout's results (of any age) are not what is linted
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(tmp_path), "--lint"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = plan_in_process(tmp_path, "--lint")
     assert "Lints for" not in result.stdout + result.stderr
 
 
