@@ -1,22 +1,27 @@
 """How the workflow's cost grows with the posterior: the `paper-size` experiment of config.yaml
 (the paper's counts on the default's data and recipe: 100 samples per method, 10 modes,
-Deep Ensembles of 100) run whole at several sizes of its target posterior, each in a results
+Deep Ensembles of 100) run at several sizes of its target posterior, each in a results
 folder of its own, on this machine's cores.
 
-    python benchmarks/paper_size.py                         # 64, 256 and 1000 target networks
+    python benchmarks/paper_size.py                         # 1000, then 256 and 64 target networks
     python benchmarks/paper_size.py --sizes 64 256 --no-write
 
-For every size it reports the wall time of the run and the largest resident memory of any job,
-and per stage (a rule, or a group of rules, summed over its jobs from Snakemake's benchmark
-files) the job time; then each stage's scaling exponent in n (the slope of log time against
-log n over the sizes) beside the exponent its maths implies. The table goes into
-docs/benchmarks.md (block "paper-size")."""
+The largest size runs whole, from nothing: its wall time is the experiment's. The pool and the
+methods (their fits, samples, predictions, canonical forms and metrics) do not read the target
+posterior, so a smaller size starts from a copy of their outputs in the largest size's folder
+and Snakemake runs only what depends on the target (`--whole-each` runs every size from
+nothing instead). For every size it reports the wall time of the run and the largest resident
+memory of any job, and per stage (a rule, or a group of rules, summed over its jobs from
+Snakemake's benchmark files) the job time; then each stage's scaling exponent in n (the slope
+of log time against log n over the sizes) beside the exponent its maths implies. The table
+goes into docs/benchmarks.md (block "paper-size")."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -32,10 +37,11 @@ from symbnn.docblocks import write_block
 REPO = Path(__file__).resolve().parents[1]
 BLOCK, DOC, SCRIPT = "paper-size", "docs/benchmarks.md", "benchmarks/paper_size.py"
 EXPERIMENT = "paper-size"
-# stage -> (rules whose jobs it sums, the exponent in the target's size n its maths implies)
+# stage -> (rules whose jobs it sums, the exponent in the target's size n its maths implies).
+# A job's rule is named by its benchmark file (rules/*.smk): see `rule_of`.
 STAGES = {
     "train target": (
-        ("train_shard", "gather_posterior", "convergence"),
+        ("train_shard", "gather_posterior", "convergence", "accuracies of the target"),
         "1: each network trains alone",
     ),
     "plateau check": (("train_plateau", "plateau"), "0: a fixed number of seeds"),
@@ -48,6 +54,7 @@ STAGES = {
             "train_pool_shard",
             "gather_pool",
             "pool_convergence",
+            "accuracies of the pool",
             "fit",
             "sample",
             "predict",
@@ -68,10 +75,55 @@ STAGES = {
         "0 to 1",
     ),
 }
+# What the pool and the methods write (results/<experiment>/...): a smaller size starts from
+# the largest size's copy of these, so that only what reads the target runs again.
+INDEPENDENT_FOLDERS = ("modes", "methods", "metrics")
+INDEPENDENT_RECORDS = (
+    "train_pool_shard",
+    "gather_pool.tsv",
+    "pool_convergence.tsv",
+    "accuracies/modes",
+    "fit",
+    "sample",
+    "predict",
+    "canonicalize",  # a folder: the samples' canonical forms (the target's is canonicalize.tsv)
+    "metrics",
+)
 
 
-def run_size(n: int, cores: int, root: Path) -> tuple[float, Path]:
-    """Run the experiment with n target networks; (wall seconds, results folder)."""
+def rule_of(benchmark: Path) -> str:
+    """The rule of a job from its benchmark file's path under benchmarks/ (rules/*.smk name
+    two rules' files after their folder: the samples' canonical forms and the methods' MMDs)."""
+    parts = benchmark.parts
+    rule = parts[0].removesuffix(".tsv")
+    if len(parts) > 1 and rule in ("canonicalize", "mmd"):
+        return {"canonicalize": "canonicalize_samples", "mmd": "mmd_method"}[rule]
+    if rule == "accuracies":
+        return "accuracies of the pool" if parts[1] == "modes" else "accuracies of the target"
+    return rule
+
+
+def seed_from(largest: Path, results: Path) -> None:
+    """Copy the outputs, logs and benchmark files of the pool and the methods from the
+    largest size's experiment folder (modification times kept: Snakemake sees them as up to
+    date, and reruns what reads the target)."""
+    for name in INDEPENDENT_FOLDERS:
+        shutil.copytree(largest / name, results / name, dirs_exist_ok=True)
+    for kind in ("benchmarks", "logs"):
+        for name in INDEPENDENT_RECORDS:
+            source = largest / kind / name
+            if not source.exists():
+                source = source.with_suffix(".log") if kind == "logs" else source
+            if source.is_dir():
+                shutil.copytree(source, results / kind / name, dirs_exist_ok=True)
+            elif source.exists():
+                (results / kind / source.name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, results / kind / source.name)
+
+
+def run_size(n: int, cores: int, root: Path, seed: Path | None) -> tuple[float, Path]:
+    """Run the experiment with n target networks (starting from `seed`'s pool and methods
+    when given); (wall seconds, the experiment's results folder)."""
     results = root / f"n{n}"
     override = root / f"n{n}.yaml"
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -84,6 +136,8 @@ def run_size(n: int, cores: int, root: Path) -> tuple[float, Path]:
         analyses={name: False for name in config["analyses"]},
     )
     override.write_text(yaml.safe_dump(config))
+    if seed is not None and not (results / EXPERIMENT).exists():
+        seed_from(seed, results / EXPERIMENT)
     argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
             "--directory", str(REPO), "--configfile", str(override), "--cores", str(cores)]  # fmt: skip
     start = time.perf_counter()
@@ -93,22 +147,29 @@ def run_size(n: int, cores: int, root: Path) -> tuple[float, Path]:
 
 
 def job_times(folder: Path) -> pl.DataFrame:
-    """One row per job: its rule (the benchmark file's first folder) and Snakemake's figures."""
+    """One row per job: its rule and Snakemake's figures."""
     rows = []
     for tsv in (folder / "benchmarks").rglob("*.tsv"):
-        rule = tsv.relative_to(folder / "benchmarks").parts[0].removesuffix(".tsv")
         frame = pl.read_csv(tsv, separator="\t")
         rows.append(
-            {"rule": rule, "s": float(frame["s"][0]), "max_rss": float(frame["max_rss"][0])}
+            {
+                "rule": rule_of(tsv.relative_to(folder / "benchmarks")),
+                "s": float(frame["s"][0]),
+                "max_rss": float(frame["max_rss"][0]),
+            }
         )
     return pl.DataFrame(rows)
 
 
 def stage_times(jobs: pl.DataFrame) -> dict[str, float]:
-    return {
+    """Job seconds per stage; rules no stage names are summed as "other" (none is dropped)."""
+    named = {rule for rules, _ in STAGES.values() for rule in rules}
+    times = {
         stage: float(jobs.filter(pl.col("rule").is_in(rules))["s"].sum())
         for stage, (rules, _) in STAGES.items()
     }
+    times["other"] = float(jobs.filter(~pl.col("rule").is_in(sorted(named)))["s"].sum())
+    return times
 
 
 def exponent(sizes: list[int], times: list[float]) -> float:
@@ -123,48 +184,81 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1000])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--dir", default="results-paper-size", help="results root")
+    parser.add_argument(
+        "--whole-each", action="store_true", help="run every size from nothing (no copy)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
     root = (REPO / args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     load, calib = os.getloadavg()[0], calibration()
-    walls, stages, peaks = [], [], []
-    for n in args.sizes:
-        wall, folder = run_size(n, args.cores, root)
+    sizes = sorted(args.sizes, reverse=True)  # the largest whole, first
+    walls, stages, peaks, others = {}, {}, {}, {}
+    seed = None
+    for n in sizes:
+        wall, folder = run_size(n, args.cores, root, seed)
         jobs = job_times(folder)
-        walls.append(wall)
-        stages.append(stage_times(jobs))
-        peaks.append(float(jobs["max_rss"].max()))
+        walls[n], stages[n] = wall, stage_times(jobs)
+        peaks[n] = float(jobs["max_rss"].max())
+        others[n] = sorted(set(jobs["rule"]) - {r for rules, _ in STAGES.values() for r in rules})
         print(f"n = {n}: {wall:.0f} s wall", flush=True)
-    header = " | ".join(f"n = {n}" for n in args.sizes)
+        if seed is None and not args.whole_each:
+            seed = folder
+    sizes.reverse()
+    print(render(sizes, walls, stages, peaks, others, args, load, calib))
+    if not args.no_write:
+        write_block(
+            REPO / DOC,
+            BLOCK,
+            SCRIPT,
+            render(sizes, walls, stages, peaks, others, args, load, calib),
+        )
+
+
+def render(sizes, walls, stages, peaks, others, args, load, calib) -> str:
+    """The markdown table of the runs, smallest size first."""
+    largest = max(sizes)
+    header = " | ".join(f"n = {n}" for n in sizes)
     lines = [
         f"The `{EXPERIMENT}` experiment on {args.cores} cores, job time per stage (seconds, "
-        "summed over the stage's jobs), run whole at each size of the target posterior.",
+        "summed over the stage's jobs) at each size of the target posterior.",
         "",
         f"| stage | {header} | exponent in n (fitted) | exponent its maths implies |",
-        "| --- | " + " | ".join("---" for _ in args.sizes) + " | --- | --- |",
+        "| --- | " + " | ".join("---" for _ in sizes) + " | --- | --- |",
     ]
-    for stage, (_, implied) in STAGES.items():
-        times = [s[stage] for s in stages]
-        cells = " | ".join(f"{t:.0f}" for t in times)
-        lines.append(f"| {stage} | {cells} | {exponent(args.sizes, times):.2f} | {implied} |")
+    for stage, implied in [*((k, v[1]) for k, v in STAGES.items()), ("other", "")]:
+        times = [stages[n][stage] for n in sizes]
+        shared = stage == "pool and methods" and not args.whole_each
+        cells = " | ".join(
+            f"{t:.0f}" + (" (copied)" if shared and n != largest else "")
+            for n, t in zip(sizes, times)
+        )
+        fitted = "-" if shared else f"{exponent(sizes, times):.2f}"
+        label = stage if stage != "other" else f"other ({', '.join(others[largest]) or 'none'})"
+        lines.append(f"| {label} | {cells} | {fitted} | {implied} |")
     lines.append(
-        "| **whole run, wall clock** | "
-        + " | ".join(f"**{w / 60:.1f} min**" for w in walls)
-        + f" | {exponent(args.sizes, walls):.2f} | |"
+        "| **run, wall clock** | "
+        + " | ".join(f"**{walls[n] / 60:.1f} min**" for n in sizes)
+        + " | | |"
     )
     lines.append(
-        "| largest job's peak memory (MB) | " + " | ".join(f"{p:.0f}" for p in peaks) + " | | |"
+        "| largest job's peak memory (MB) | "
+        + " | ".join(f"{peaks[n]:.0f}" for n in sizes)
+        + " | | |"
+    )
+    note = (
+        f"The n = {largest} run is the whole experiment, from nothing. "
+        if args.whole_each
+        else f"The n = {largest} run is the whole experiment, from nothing; each smaller size "
+        f'starts from a copy of its pool and methods (they do not read the target: "copied" '
+        f"repeats their n = {largest} job time), so its wall clock is what depends on the target. "
     )
     lines += [
         "",
-        f"Load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
+        note + f"Load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
         f"calibration (10^7 Python additions) {calib:.2f} s.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if not args.no_write:
-        write_block(REPO / DOC, BLOCK, SCRIPT, text)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
