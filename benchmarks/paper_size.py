@@ -204,19 +204,15 @@ def main() -> None:
         print(f"n = {n}: {wall:.0f} s wall", flush=True)
         if seed is None and not args.whole_each:
             seed = folder
-    sizes.reverse()
-    print(render(sizes, walls, stages, peaks, others, args, load, calib))
-    if not args.no_write:
-        write_block(
-            REPO / DOC,
-            BLOCK,
-            SCRIPT,
-            render(sizes, walls, stages, peaks, others, args, load, calib),
-        )
+        # after every size: an hour-long run that stops early still leaves its table
+        text = render(sorted(walls), walls, stages, peaks, others, args, load, calib)
+        print(text, flush=True)
+        if not args.no_write:
+            write_block(REPO / DOC, BLOCK, SCRIPT, text)
 
 
 def render(sizes, walls, stages, peaks, others, args, load, calib) -> str:
-    """The markdown table of the runs, smallest size first."""
+    """The markdown table of the runs done, smallest size first."""
     largest = max(sizes)
     header = " | ".join(f"n = {n}" for n in sizes)
     lines = [
@@ -233,7 +229,8 @@ def render(sizes, walls, stages, peaks, others, args, load, calib) -> str:
             f"{t:.0f}" + (" (copied)" if shared and n != largest else "")
             for n, t in zip(sizes, times)
         )
-        fitted = "-" if shared else f"{exponent(sizes, times):.2f}"
+        slope = math.nan if shared else exponent(sizes, times)
+        fitted = "-" if math.isnan(slope) else f"{slope:.2f}"
         label = stage if stage != "other" else f"other ({', '.join(others[largest]) or 'none'})"
         lines.append(f"| {label} | {cells} | {fitted} | {implied} |")
     lines.append(
