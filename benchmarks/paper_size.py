@@ -75,20 +75,21 @@ STAGES = {
         "0 to 1",
     ),
 }
+NAMED_RULES = frozenset(rule for rules, _ in STAGES.values() for rule in rules)
 # What the pool and the methods write (results/<experiment>/...): a smaller size starts from
-# the largest size's copy of these, so that only what reads the target runs again.
+# the largest size's copy of these, so that only what reads the target runs again. Their logs
+# and benchmark files: folders (logs/NAME/, benchmarks/NAME/) and single files (NAME.log, .tsv).
 INDEPENDENT_FOLDERS = ("modes", "methods", "metrics")
-INDEPENDENT_RECORDS = (
+RECORD_FOLDERS = (
     "train_pool_shard",
-    "gather_pool.tsv",
-    "pool_convergence.tsv",
     "accuracies/modes",
     "fit",
     "sample",
     "predict",
-    "canonicalize",  # a folder: the samples' canonical forms (the target's is canonicalize.tsv)
+    "canonicalize",  # the samples' canonical forms (the target's is canonicalize.tsv)
     "metrics",
 )
+RECORD_FILES = ("gather_pool", "pool_convergence")
 
 
 def rule_of(benchmark: Path) -> str:
@@ -109,16 +110,12 @@ def seed_from(largest: Path, results: Path) -> None:
     date, and reruns what reads the target)."""
     for name in INDEPENDENT_FOLDERS:
         shutil.copytree(largest / name, results / name, dirs_exist_ok=True)
-    for kind in ("benchmarks", "logs"):
-        for name in INDEPENDENT_RECORDS:
-            source = largest / kind / name
-            if not source.exists():
-                source = source.with_suffix(".log") if kind == "logs" else source
-            if source.is_dir():
-                shutil.copytree(source, results / kind / name, dirs_exist_ok=True)
-            elif source.exists():
-                (results / kind / source.name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, results / kind / source.name)
+    for kind, suffix in (("benchmarks", ".tsv"), ("logs", ".log")):
+        (results / kind).mkdir(parents=True, exist_ok=True)
+        for name in RECORD_FOLDERS:
+            shutil.copytree(largest / kind / name, results / kind / name, dirs_exist_ok=True)
+        for name in RECORD_FILES:
+            shutil.copy2(largest / kind / f"{name}{suffix}", results / kind / f"{name}{suffix}")
 
 
 def run_size(n: int, cores: int, root: Path, seed: Path | None) -> tuple[float, Path]:
@@ -163,12 +160,11 @@ def job_times(folder: Path) -> pl.DataFrame:
 
 def stage_times(jobs: pl.DataFrame) -> dict[str, float]:
     """Job seconds per stage; rules no stage names are summed as "other" (none is dropped)."""
-    named = {rule for rules, _ in STAGES.values() for rule in rules}
     times = {
         stage: float(jobs.filter(pl.col("rule").is_in(rules))["s"].sum())
         for stage, (rules, _) in STAGES.items()
     }
-    times["other"] = float(jobs.filter(~pl.col("rule").is_in(sorted(named)))["s"].sum())
+    times["other"] = float(jobs.filter(~pl.col("rule").is_in(sorted(NAMED_RULES)))["s"].sum())
     return times
 
 
@@ -200,19 +196,20 @@ def main() -> None:
         jobs = job_times(folder)
         walls[n], stages[n] = wall, stage_times(jobs)
         peaks[n] = float(jobs["max_rss"].max())
-        others[n] = sorted(set(jobs["rule"]) - {r for rules, _ in STAGES.values() for r in rules})
+        others[n] = sorted(set(jobs["rule"]) - NAMED_RULES)
         print(f"n = {n}: {wall:.0f} s wall", flush=True)
         if seed is None and not args.whole_each:
             seed = folder
         # after every size: an hour-long run that stops early still leaves its table
-        text = render(sorted(walls), walls, stages, peaks, others, args, load, calib)
+        text = render(walls, stages, peaks, others, args, load, calib)
         print(text, flush=True)
         if not args.no_write:
             write_block(REPO / DOC, BLOCK, SCRIPT, text)
 
 
-def render(sizes, walls, stages, peaks, others, args, load, calib) -> str:
-    """The markdown table of the runs done, smallest size first."""
+def render(walls, stages, peaks, others, args, load, calib) -> str:
+    """The markdown table of the runs done (size -> figures), smallest size first."""
+    sizes = sorted(walls)
     largest = max(sizes)
     header = " | ".join(f"n = {n}" for n in sizes)
     lines = [

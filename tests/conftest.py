@@ -242,20 +242,27 @@ def tiny_workflow_config(methods=True):
     return workflow_config({"tiny": tiny}, TINY_ANALYSES)
 
 
+def snakemake_argv(workdir, args, snakefile=None):
+    """Snakemake's arguments for a run in `workdir` on 2 cores (the repository's Snakefile
+    unless another is given)."""
+    snakefile = snakefile or REPO / "Snakefile"
+    return ["--snakefile", str(snakefile), "--directory", str(workdir), "--cores", "2", *args]
+
+
+def checked(result, check):
+    """`result`; with check, a failure raises with everything Snakemake printed."""
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(map(str, result.args))} failed:\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
 def run_snakemake(workdir, *args, check=True, env=None):
     """`snakemake ARGS` on the repository's Snakefile in `workdir`, 2 cores; with check, a
     failure raises with everything Snakemake printed."""
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-        )
-    return result
+    argv = [sys.executable, "-m", "snakemake", *snakemake_argv(workdir, args)]
+    return checked(subprocess.run(argv, capture_output=True, text=True, env=env), check)
 
 
 def plan_in_process(workdir, *args, snakefile=None, check=True, env=None):
@@ -272,15 +279,7 @@ def plan_in_process(workdir, *args, snakefile=None, check=True, env=None):
 
     from symbnn import trust
 
-    argv = [
-        "--snakefile",
-        str(snakefile or REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        "2",
-        *map(str, args),
-    ]
+    argv = snakemake_argv(workdir, [str(a) for a in args], snakefile)
     saved = (os.getcwd(), dict(os.environ), list(sys.path), set(trust._trusted))
     saved_sources = list(trust._lazy_sources)
     out, err = io.StringIO(), io.StringIO()
@@ -302,12 +301,7 @@ def plan_in_process(workdir, *args, snakefile=None, check=True, env=None):
         trust._trusted.clear()
         trust._trusted.update(trusted)
         trust._lazy_sources[:] = saved_sources
-    result = subprocess.CompletedProcess(["snakemake", *argv], code, out.getvalue(), err.getvalue())
-    if check and code != 0:
-        raise AssertionError(
-            f"snakemake {' '.join(argv)} failed:\n{result.stdout}\n{result.stderr}"
-        )
-    return result
+    return checked(subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue()), check)
 
 
 def random_images(n, seed):

@@ -65,19 +65,17 @@ def in_child(spec: Mapping[str, Any]) -> int:
     """The number of trainable parameters of the model ``spec`` (a model section's dict);
     ValueError with the child's last line when the model cannot be built. A shipped model's
     count comes from the cache when an earlier pass counted it."""
-    cacheable = not is_import_path(str(spec.get("name", "")))
-    path = cache_dir() / CACHE_FILE
-    key = _cache_key(spec) if cacheable else ""
-    if cacheable and key in (counts := _read_cache(path)):
-        return counts[key]
     failure = f"counting the parameters of model {spec.get('name')!r}"
-    count = int(ask_child("symbnn.parameter_count", dict(spec), failure))
-    if cacheable:
-        counts = {**_read_cache(path), key: count}
+    if is_import_path(spec.get("name")):
+        return int(ask_child("symbnn.parameter_count", dict(spec), failure))
+    path, key = cache_dir() / CACHE_FILE, _cache_key(spec)
+    counts = _read_cache(path)
+    if key not in counts:
+        counts[key] = int(ask_child("symbnn.parameter_count", dict(spec), failure))
         # a cache that cannot be written only costs the next pass the child again
         with contextlib.suppress(OSError):
             atomic_write(path, lambda tmp: tmp.write_text(json.dumps(counts, indent=1)))
-    return count
+    return counts[key]
 
 
 def main() -> None:

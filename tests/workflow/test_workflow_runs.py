@@ -1,6 +1,7 @@
-"""A killed run resumed on a terminal, and the checks that stop a run before any job (bad
-config, lint), as `snakemake` subprocesses. (A user's architecture runs end to end in
-tests/workflow/test_workflow_extensions.py, with the user's method and dataset.)"""
+"""A killed run resumed on a terminal, as `snakemake` subprocesses, and the checks that stop
+a run before any job (bad config, lint), planned in the test's process. (A user's
+architecture runs end to end in tests/workflow/test_workflow_extensions.py, with the user's
+method and dataset.)"""
 
 import os
 import re

