@@ -75,6 +75,13 @@ def retry_seed(seed: int, attempt: int) -> int:
     return int(state[0])
 
 
+def data_order_seed(mode_seed: int, seed: int, tag: int) -> int:
+    """The `seed_batches` seed of a fit from a mode (SWAG, an SGHMC chain): a deterministic
+    function of (mode seed, seed); `tag` keeps each method's seeds apart from the others'."""
+    state = np.random.SeedSequence([int(mode_seed), int(seed), tag]).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
+
+
 def train_until_converged(
     method: str,
     problem: Problem,

@@ -57,6 +57,7 @@ from symbnn.methods.base import (
     generator,
     stacked_states,
 )
+from symbnn.methods.base import data_order_seed as base_data_order_seed
 from symbnn.methods.interface import BatchedMethod
 from symbnn.methods.sghmc_dynamics import (
     GammaHyperprior,
@@ -137,10 +138,7 @@ def schedule(settings: Sghmc, recipe: Recipe, n_train: int) -> Schedule:
 
 def data_order_seed(mode_seed: int, seed: int) -> int:
     """The `seed_batches` seed of a chain: a deterministic function of (mode seed, seed)."""
-    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(
-        1, np.uint64
-    )[0]
-    return int(state >> np.uint64(1))
+    return base_data_order_seed(mode_seed, seed, _DATA_ORDER_TAG)
 
 
 class SghmcChains(BatchedMethod):

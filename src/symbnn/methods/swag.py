@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -60,6 +59,7 @@ from symbnn.methods.base import (
     generator,
     stacked_states,
 )
+from symbnn.methods.base import data_order_seed as base_data_order_seed
 from symbnn.methods.interface import BatchedMethod
 from symbnn.settings import Recipe, Swag
 from symbnn.train.batched import train_batched
@@ -170,10 +170,7 @@ class SwagMoments:
 
 def data_order_seed(mode_seed: int, seed: int) -> int:
     """The `seed_batches` seed of a SWAG fit: a deterministic function of (mode seed, seed)."""
-    state = np.random.SeedSequence([int(mode_seed), int(seed), _DATA_ORDER_TAG]).generate_state(
-        1, np.uint64
-    )[0]
-    return int(state >> np.uint64(1))
+    return base_data_order_seed(mode_seed, seed, _DATA_ORDER_TAG)
 
 
 def fit_epochs(settings: Swag, recipe: Recipe) -> int:
