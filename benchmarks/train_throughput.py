@@ -10,10 +10,16 @@ set-up (seeded models, data tables, threads) is timed too. Best of `--repeats` r
 
 Figures: model-steps (one SGD step of one model on its own batch) per second of wall-clock
 time and per CPU-second of this process (all its threads), and each one's ratio to the loop
-on the same model and thread count. On a shared machine wall time depends on the other
-processes; CPU-seconds are the steadier figure. The load average (uptime) at start and end
-and a calibration figure (a pure-Python loop of 10**7 additions, seconds) come with the
-table, which goes into docs/benchmarks.md as a generated block (`--no-write`: print only).
+on the same model and thread count; and the arithmetic rate, GFLOP/s: a model-step's FLOPs
+(torch's FlopCounterMode over one forward and backward of the module on a batch: its
+matrix products and convolutions, the elementwise rest left out) times model-steps per second.
+A closing table sets the rate a 5x speed-up over the loop would need beside the rate of one
+large float32 matrix product on the same threads, the most this machine's arithmetic gives
+dense work: where the one approaches the other, no formulation reaches 5x. On a shared
+machine wall time depends on the other processes; CPU-seconds are the steadier figure. The
+load average (uptime) at start and end and a calibration figure (a pure-Python loop of 10**7
+additions, seconds) come with the table, which goes into docs/benchmarks.md as a generated
+block (`--no-write`: print only).
 
     python benchmarks/train_throughput.py                       # CPU, 1 and 2 threads, K = 32 128
     python benchmarks/train_throughput.py --k 32 128 512 --repeats 5
@@ -30,12 +36,14 @@ from pathlib import Path
 
 import torch
 from machine import calibration
+from torch.utils.flop_counter import FlopCounterMode
 
 from symbnn.data import load_dataset
 from symbnn.docblocks import write_block
 from symbnn.settings import Recipe
 from symbnn.train.batched import train_batched
 from symbnn.train.loop import train_one
+from symbnn.train.seeding import build_seeded_model
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -56,6 +64,7 @@ MODELS = {
     "mlp-784-16-10": {"name": "mlp", "widths": [784, 16, 10]},
     "mlp-784-64-10": {"name": "mlp", "widths": [784, 64, 10]},
 }
+MATMUL_SIZE = 2048
 # (trainer label, model, batched formulation: None for the loop, else generic?)
 ROWS = [
     ("loop", "optunet-904", None),
@@ -95,6 +104,26 @@ def cpu_model() -> str:
         if line.startswith("Model name:"):
             return line.split(":", 1)[1].strip()
     return "unknown CPU"
+
+
+def step_flops(spec: dict, train, batch: int) -> float:
+    """FLOPs of one model-step: forward and backward of the module on `batch` training images
+    (matrix products and convolutions, as torch's FlopCounterMode counts them)."""
+    model = build_seeded_model(spec, 0)
+    x = train.normalize(train.images[:batch])
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(x), train.targets[:batch]).backward()
+    return float(counter.get_total_flops())
+
+
+def matmul_rate(device: str, size: int = MATMUL_SIZE, repeats: int = 3) -> float:
+    """GFLOP/s of a size x size float32 matrix product on the current threads (best of
+    `repeats`): dense arithmetic at its fastest on this machine."""
+    a, b = (torch.randn(size, size, device=device) for _ in range(2))
+    out = torch.empty(size, size, device=device)
+    torch.mm(a, b, out=out)  # warm-up
+    best = min(timed(lambda: torch.mm(a, b, out=out), device)[0] for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
 
 
 def run_once(spec, recipe, train, k: int, device: str, generic) -> tuple[float, float]:
@@ -161,12 +190,16 @@ def main() -> None:
     emit("")
     emit(
         "| trainer | model | K | threads | wall s | CPU s | model-steps/s | per CPU-s "
-        "| vs loop (wall) | vs loop (CPU) |"
+        "| GFLOP/s | vs loop (wall) | vs loop (CPU) |"
     )
-    emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    flops = {model: step_flops(spec, train, args.batch) for model, spec in MODELS.items()}
+    peaks: dict[int, float] = {}
+    loop_gflops: dict[tuple[str, int], float] = {}
     default_threads = torch.get_num_threads()
     for threads in args.threads:
         torch.set_num_threads(threads)
+        peaks[threads] = matmul_rate(args.device)
         loop_rates: dict[str, tuple[float, float]] = {}
         for label, model, generic in ROWS:
             spec = MODELS[model]
@@ -178,20 +211,34 @@ def main() -> None:
                 ]
                 wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
                 rate, cpu_rate = k * args.steps / wall, k * args.steps / cpu
+                gflops = rate * flops[model] / 1e9
                 if generic is None:
                     loop_rates[model] = (rate, cpu_rate)
+                    loop_gflops[model, threads] = gflops
                 base = loop_rates[model]
                 emit(
                     f"| {label} | {model} | {1 if generic is None else k} | {threads} "
-                    f"| {wall:.2f} | {cpu:.2f} | {rate:.0f} | {cpu_rate:.0f} "
+                    f"| {wall:.2f} | {cpu:.2f} | {rate:.0f} | {cpu_rate:.0f} | {gflops:.1f} "
                     f"| {rate / base[0]:.1f}x | {cpu_rate / base[1]:.1f}x |"
                 )
     torch.set_num_threads(default_threads)
     emit("")
     emit(
+        "| model | MFLOP per model-step | threads | loop GFLOP/s | 5x the loop, GFLOP/s "
+        "| matrix product GFLOP/s | 5x the loop / matrix product |"
+    )
+    emit("|---|---:|---:|---:|---:|---:|---:|")
+    for (model, threads), gflops in loop_gflops.items():
+        emit(
+            f"| {model} | {flops[model] / 1e6:.1f} | {threads} | {gflops:.1f} | {5 * gflops:.1f} "
+            f"| {peaks[threads]:.0f} | {5 * gflops / peaks[threads]:.0%} |"
+        )
+    emit("")
+    emit(
         f"Load average (1, 5, 15 min) {load_start} at start, {load_average()} at end; "
         f"calibration (pure-Python loop of 10**7 additions) {calib:.2f} s. The loop row's K is "
-        f"1: its figures are per model, over {args.loop_models} models trained in turn."
+        f"1: its figures are per model, over {args.loop_models} models trained in turn. The "
+        f"matrix product: {MATMUL_SIZE} x {MATMUL_SIZE}, float32, on the row's threads."
     )
     if not args.no_write:
         if not DOC.exists():
