@@ -13,11 +13,18 @@ from scipy.spatial.distance import cdist
 from symbnn.mmd import (
     AggTestConfig,
     MMDInputError,
+    aggtest,
     mmd_values,
     pooled_distances,
     two_sample_mmd,
 )
-from symbnn.mmd.aggtest import group_indicators, mmdagg_test, permuted_statistics
+from symbnn.mmd.aggtest import (
+    group_indicators,
+    mmdagg_test,
+    permutation_orders,
+    permuted_statistics,
+    small_group_statistics,
+)
 from symbnn.mmd.distances import PooledDistances, _centre_into
 from symbnn.mmd.kernels import (
     _block_sums_cpu,
@@ -260,6 +267,45 @@ def test_permuted_statistics_match_direct_mmd_of_each_split():
         for j in range(k.shape[0]):
             want = direct_mmd(k[j].numpy()[np.ix_(order, order)], 8)
             assert got[j, p].item() == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.parametrize("n, m", [(9, 4), (4, 9), (6, 6)])
+def test_small_group_sums_match_the_product(n, m):
+    # the X group small, the Y group small, equal groups: every split of the product's
+    rng = np.random.default_rng(4)
+    k, _ = kernels_of(sample(rng, n, 3), sample(rng, m, 3, 0.5))
+    orders = permutation_orders(n, m, 40, 9)
+    want = permuted_statistics(k, n, group_indicators(n, m, 40, 9, torch.device("cpu")))
+    got = small_group_statistics(k, n, orders)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_both_ways_of_summing_give_the_same_test(monkeypatch):
+    rng = np.random.default_rng(8)
+    x = sample(rng, 40, 3)
+    for y in (sample(rng, 6, 3), sample(rng, 6, 3, 0.6)):  # the null, and a shift
+        k, _ = kernels_of(x, y)
+        results = {}
+        for share in (0.0, 1.0):  # the product always, the small group's sums always
+            monkeypatch.setattr(aggtest, "GATHER_SHARE", share)
+            results[share] = mmdagg_test(k, 40, config=SMALL_TEST, seed=3)
+        product, pairs = results[0.0], results[1.0]
+        assert (pairs.p_value, pairs.reject, pairs.u_alpha) == (
+            product.p_value,
+            product.reject,
+            product.u_alpha,
+        )
+        np.testing.assert_array_equal(pairs.kernel_p_values, product.kernel_p_values)
+        np.testing.assert_allclose(pairs.statistics, product.statistics, rtol=1e-12, atol=1e-15)
+
+
+def test_permutation_orders_are_kept_and_read_only():
+    orders = permutation_orders(5, 3, 10, 1)
+    assert permutation_orders(5, 3, 10, 1) is orders  # every layer's test reuses them
+    assert (orders[0] == np.arange(8)).all()
+    assert all(sorted(row) == list(range(8)) for row in orders.tolist())
+    with pytest.raises(ValueError, match="read-only"):
+        orders[1, 0] = 0
 
 
 def test_same_distribution_gives_mmd_near_zero_and_different_ones_are_detected():
