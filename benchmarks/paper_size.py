@@ -14,11 +14,18 @@ nothing instead). For every size it reports the wall time of the run and the lar
 memory of any job, and per stage (a rule, or a group of rules, summed over its jobs from
 Snakemake's benchmark files) the job time; then each stage's scaling exponent in n (the slope
 of log time against log n over the sizes) beside the exponent its maths implies. The table
-goes into docs/benchmarks.md (block "paper-size")."""
+goes into docs/benchmarks.md (block "paper-size").
+
+A size run to its end leaves a record (n<N>.json under the results root: wall time, load
+and calibration); a rerun takes the record and reruns only the sizes without one. Where the
+experiment's Deep Ensembles members would leave fewer than two target networks (n = 64
+against 100 members), the check sets half of the target aside instead, and the table says
+so."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -32,6 +39,7 @@ import polars as pl
 import yaml
 from machine import calibration
 
+from symbnn.atomic import atomic_write
 from symbnn.docblocks import write_block
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,15 +126,21 @@ def seed_from(largest: Path, results: Path) -> None:
             shutil.copy2(largest / kind / f"{name}{suffix}", results / kind / f"{name}{suffix}")
 
 
-def run_size(n: int, cores: int, root: Path, seed: Path | None) -> tuple[float, Path]:
+def run_size(n: int, cores: int, root: Path, seed: Path | None) -> tuple[float, Path, int | None]:
     """Run the experiment with n target networks (starting from `seed`'s pool and methods
-    when given); (wall seconds, the experiment's results folder)."""
+    when given); (wall seconds, the experiment's results folder, the Deep Ensembles check's
+    members)."""
     results = root / f"n{n}"
     override = root / f"n{n}.yaml"
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     experiment = config["experiments"][EXPERIMENT]
     experiment["posterior"]["n_samples"] = n
     experiment["posterior"]["shard_size"] = min(250, n)
+    # the Deep Ensembles check sets members aside from the target: half of a target too
+    # small to leave two networks beside them
+    members = experiment["mmd"]["de_members"]
+    if members is not None and members > n - 2:
+        members = experiment["mmd"]["de_members"] = n // 2
     config.update(
         run=[EXPERIMENT],
         results=str(results),
@@ -140,7 +154,7 @@ def run_size(n: int, cores: int, root: Path, seed: Path | None) -> tuple[float, 
     start = time.perf_counter()
     with open(root / f"n{n}.log", "w") as log:  # Snakemake's own output, one file per size
         subprocess.run(argv, check=True, stdout=log, stderr=subprocess.STDOUT)
-    return time.perf_counter() - start, results / EXPERIMENT
+    return time.perf_counter() - start, results / EXPERIMENT, members
 
 
 def job_times(folder: Path) -> pl.DataFrame:
@@ -187,29 +201,37 @@ def main() -> None:
     args = parser.parse_args()
     root = (REPO / args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    load, calib = os.getloadavg()[0], calibration()
     sizes = sorted(args.sizes, reverse=True)  # the largest whole, first
-    walls, stages, peaks, others = {}, {}, {}, {}
+    runs, stages, peaks, others = {}, {}, {}, {}
     seed = None
     for n in sizes:
-        wall, folder = run_size(n, args.cores, root, seed)
+        record = root / f"n{n}.json"  # a size run to its end is not run again
+        if record.exists():
+            runs[n] = json.loads(record.read_text())
+            folder = root / f"n{n}" / EXPERIMENT
+        else:
+            load, calib = os.getloadavg()[0], calibration()
+            wall, folder, members = run_size(n, args.cores, root, seed)
+            runs[n] = {"wall": wall, "load_start": load, "load_end": os.getloadavg()[0],
+                       "calibration": calib, "de_members": members}  # fmt: skip
+            atomic_write(record, lambda tmp, n=n: tmp.write_text(json.dumps(runs[n])))
         jobs = job_times(folder)
-        walls[n], stages[n] = wall, stage_times(jobs)
+        stages[n] = stage_times(jobs)
         peaks[n] = float(jobs["max_rss"].max())
         others[n] = sorted(set(jobs["rule"]) - NAMED_RULES)
-        print(f"n = {n}: {wall:.0f} s wall", flush=True)
+        print(f"n = {n}: {runs[n]['wall']:.0f} s wall", flush=True)
         if seed is None and not args.whole_each:
             seed = folder
         # after every size: an hour-long run that stops early still leaves its table
-        text = render(walls, stages, peaks, others, args, load, calib)
+        text = render(runs, stages, peaks, others, args)
         print(text, flush=True)
         if not args.no_write:
             write_block(REPO / DOC, BLOCK, SCRIPT, text)
 
 
-def render(walls, stages, peaks, others, args, load, calib) -> str:
+def render(runs, stages, peaks, others, args) -> str:
     """The markdown table of the runs done (size -> figures), smallest size first."""
-    sizes = sorted(walls)
+    sizes = sorted(runs)
     largest = max(sizes)
     header = " | ".join(f"n = {n}" for n in sizes)
     lines = [
@@ -232,7 +254,7 @@ def render(walls, stages, peaks, others, args, load, calib) -> str:
         lines.append(f"| {label} | {cells} | {fitted} | {implied} |")
     lines.append(
         "| **run, wall clock** | "
-        + " | ".join(f"**{walls[n] / 60:.1f} min**" for n in sizes)
+        + " | ".join(f"**{runs[n]['wall'] / 60:.1f} min**" for n in sizes)
         + " | | |"
     )
     lines.append(
@@ -247,12 +269,29 @@ def render(walls, stages, peaks, others, args, load, calib) -> str:
         f'starts from a copy of its pool and methods (they do not read the target: "copied" '
         f"repeats their n = {largest} job time), so its wall clock is what depends on the target. "
     )
-    lines += [
-        "",
-        note + f"Load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
-        f"calibration (10^7 Python additions) {calib:.2f} s.",
+    machine = "; ".join(
+        f"n = {n}: load average {_figure(runs[n].get('load_start'))} at the start, "
+        f"{_figure(runs[n].get('load_end'))} at the end, calibration (10^7 Python additions) "
+        f"{_figure(runs[n].get('calibration'))} s"
+        for n in sizes
+    )
+    fewer = [
+        f"The Deep Ensembles check sets {runs[n]['de_members']} networks aside at n = {n} (the "
+        "experiment's count would leave fewer than 2 beside them)"
+        for n in sizes
+        if runs[n].get("de_members") not in (None, _config_members())
     ]
+    lines += ["", note + machine + "." + (" " + "; ".join(fewer) + "." if fewer else "")]
     return "\n".join(lines)
+
+
+def _figure(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _config_members() -> int | None:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    return config["experiments"][EXPERIMENT]["mmd"].get("de_members")
 
 
 if __name__ == "__main__":
