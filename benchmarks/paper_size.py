@@ -56,7 +56,11 @@ STAGES = {
     "canonical form": (("canonicalize",), "1: per network"),
     "min-mass": (("minmass", "minmass_report"), "1: per network"),
     "predict target": (("predict_target",), "1: per network"),
-    "Deep Ensembles check": (("mmd_deep_ensembles",), "2: pooled distances, (n + m)^2"),
+    "Deep Ensembles check": (
+        ("mmd_deep_ensembles",),
+        "2 for the pooled distances and kernels, (n + m)^2; 0 for the permutation test (the "
+        "members' pair sums)",
+    ),
     "pool and methods": (
         (
             "train_pool_shard",
@@ -71,7 +75,11 @@ STAGES = {
         ),
         "0: independent of the target",
     ),
-    "MMD of the methods": (("mmd_method",), "2: pooled distances with the target, (n + m)^2"),
+    "MMD of the methods": (
+        ("mmd_method",),
+        "2 for the pooled distances and kernels with the target, (n + m)^2; 0 for the "
+        "permutation tests (the samples' pair sums)",
+    ),
     "tables and figures": (
         (
             "method_tables",
