@@ -120,6 +120,11 @@ def rule_of(benchmark: Path) -> str:
     return rule
 
 
+def repository_config() -> dict:
+    """config.yaml as a dict (a fresh copy: callers change it)."""
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
 def seed_from(largest: Path, results: Path) -> None:
     """Copy the outputs, logs and benchmark files of the pool and the methods from the
     largest size's experiment folder (modification times kept: Snakemake sees them as up to
@@ -140,7 +145,7 @@ def run_size(n: int, cores: int, root: Path, seed: Path | None) -> tuple[float, 
     members)."""
     results = root / f"n{n}"
     override = root / f"n{n}.yaml"
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = repository_config()
     experiment = config["experiments"][EXPERIMENT]
     experiment["posterior"]["n_samples"] = n
     experiment["posterior"]["shard_size"] = min(250, n)
@@ -283,11 +288,12 @@ def render(runs, stages, peaks, others, args) -> str:
         f"{_figure(runs[n].get('calibration'))} s"
         for n in sizes
     )
+    members = repository_config()["experiments"][EXPERIMENT]["mmd"].get("de_members")
     fewer = [
         f"The Deep Ensembles check sets {runs[n]['de_members']} networks aside at n = {n} (the "
         "experiment's count would leave fewer than 2 beside them)"
         for n in sizes
-        if runs[n].get("de_members") not in (None, _config_members())
+        if runs[n].get("de_members") not in (None, members)
     ]
     lines += ["", note + machine + "." + (" " + "; ".join(fewer) + "." if fewer else "")]
     return "\n".join(lines)
@@ -295,11 +301,6 @@ def render(runs, stages, peaks, others, args) -> str:
 
 def _figure(value) -> str:
     return "-" if value is None else f"{value:.2f}"
-
-
-def _config_members() -> int | None:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    return config["experiments"][EXPERIMENT]["mmd"].get("de_members")
 
 
 if __name__ == "__main__":

@@ -194,12 +194,12 @@ def main() -> None:
     )
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     flops = {model: step_flops(spec, train, args.batch) for model, spec in MODELS.items()}
-    peaks: dict[int, float] = {}
+    matmul_rates: dict[int, float] = {}
     loop_gflops: dict[tuple[str, int], float] = {}
     default_threads = torch.get_num_threads()
     for threads in args.threads:
         torch.set_num_threads(threads)
-        peaks[threads] = matmul_rate(args.device)
+        matmul_rates[threads] = matmul_rate(args.device)
         loop_rates: dict[str, tuple[float, float]] = {}
         for label, model, generic in ROWS:
             spec = MODELS[model]
@@ -231,7 +231,7 @@ def main() -> None:
     for (model, threads), gflops in loop_gflops.items():
         emit(
             f"| {model} | {flops[model] / 1e6:.1f} | {threads} | {gflops:.1f} | {5 * gflops:.1f} "
-            f"| {peaks[threads]:.0f} | {5 * gflops / peaks[threads]:.0%} |"
+            f"| {matmul_rates[threads]:.0f} | {5 * gflops / matmul_rates[threads]:.0%} |"
         )
     emit("")
     emit(
