@@ -273,9 +273,10 @@ def _stack(models):
         ),
     ],
 )
-def test_stacked_optunet_is_the_module_function(spec, channels, size):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-conv1", "toeplitz-conv1"])
+def test_stacked_optunet_is_the_module_function(spec, channels, size, fused):
     # the hand-written forward and backward against the module and autograd, in float64
-    # (where only summation order separates them) and in float32
+    # (where only summation order separates them) and in float32, by both conv1 routes
     data = stripes(40, 0, size=size, channels=channels)
     for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
         models = [build_seeded_model(spec, s).to(dtype) for s in range(3)]
@@ -283,7 +284,8 @@ def test_stacked_optunet_is_the_module_function(spec, channels, size):
             for p in m.parameters():
                 p.data.mul_(3)
         assert supports(models[0])
-        net = OptuNetStacked(models[0], data, "cpu", dtype)
+        net = OptuNetStacked(models[0], data, "cpu", dtype, fused=fused)
+        assert net.fused == fused
         idx = torch.randint(0, len(data), (3, 16), generator=torch.Generator().manual_seed(0))
         params = FlatStack.of(_stack(models))
         grads = params.zeros_like()
