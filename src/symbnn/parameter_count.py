@@ -16,25 +16,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from symbnn.atomic import atomic_write
+from symbnn.cachedir import cache_dir
 from symbnn.child_process import ask_child
 from symbnn.trust import is_import_path
 
 CACHE_FILE = "parameter_counts.json"
-
-
-def cache_dir() -> Path:
-    """Where symbnn keeps what it may recompute at any time."""
-    if os.environ.get("SYMBNN_CACHE_DIR"):
-        return Path(os.environ["SYMBNN_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "symbnn"
 
 
 def _models_source_digest() -> str:

@@ -84,3 +84,27 @@ def test_large_geometries_are_refused():
     assert not conv_pool.fits(3, 7, 4)  # 3 * 49 * 16 products: the matmul route
     with pytest.raises(ValueError, match="no fused conv1 pass for 3 channels, kernel 7, pool 4"):
         conv_pool.kernels(3, 7, 4)
+
+
+def test_generated_source_is_cached_checked_and_rewritten(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMBNN_CACHE_DIR", str(tmp_path))
+    source = conv_pool.forward_source(1, 1, 1)
+    path = conv_pool._kernel_file("forward", source)
+    assert path.parent == tmp_path / conv_pool.KERNEL_DIR and path.read_text() == source
+    path.write_text("import os\nos.system('false')\n")  # another text under the same name
+    assert conv_pool._kernel_file("forward", source) == path
+    assert path.read_text() == source
+
+
+def test_an_unwritable_cache_compiles_from_the_string(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SYMBNN_CACHE_DIR", str(blocker / "below"))
+    source = conv_pool.forward_source(1, 1, 1)
+    assert conv_pool._kernel_file("forward", source) is None
+    forward = conv_pool._compile(source, "forward", {"contract"})
+    images = torch.tensor([[[[1.0, -2.0], [3.0, 4.0]]]]).permute(1, 2, 3, 0).contiguous()
+    pooled = torch.empty(1, 2, 2, 1)
+    first = torch.empty(1, 2, 2, 1, dtype=torch.int8)
+    forward(images.numpy(), torch.tensor([[2.0]]).numpy(), pooled.numpy(), first.numpy())
+    assert pooled.flatten().tolist() == [2.0, 0.0, 6.0, 8.0]

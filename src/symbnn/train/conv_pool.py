@@ -14,7 +14,11 @@ Why generated: LLVM vectorises the batch loop only when its body is straight-lin
 inside it, even of constant length, kept it scalar: 0.5-1 ms a model-step against 0.06-0.07
 for the default OptuNet, batch 64, one core), and numba has no compile-time unrolling, so the
 body is written out for the layer's geometry (input channels, kernel and pool sizes: three
-integers of the model, never data) and compiled at first use, about 1.5 s per pass and dtype.
+integers of the model, never data) and compiled at first use, 2-4 s per pass and dtype. The
+source is written to symbnn's cache folder (`symbnn.cachedir`: the user's own, trusted like
+the installed package) under its hash and checked against the generator's text before it is
+imported; numba keeps the machine code beside it, so later processes (a workflow's jobs) load
+it in about 0.5 s.
 Profiled on one core, forward and backward took 0.12-0.13 ms a model-step where the Toeplitz
 matmuls, pooling passes and patch gather of the other route took about 0.45 ms (an
 observation; `benchmarks/train_throughput.py` measures the whole trainer). The pass computes
@@ -25,15 +29,24 @@ but its own batch.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numba
+
+from symbnn.atomic import atomic_write
+from symbnn.cachedir import cache_dir
 
 # the straight-line body holds in_channels * k1^2 * pool^2 products: compile time grows with it
 # (about 1.5 s at OptuNet's 144), so larger geometries keep the matmul route
 MAX_PRODUCTS = 2048
 # pool^2 positions are stored as int8
 MAX_POSITIONS = 127
+# the generated sources and numba's machine code for them, under symbnn's cache folder
+KERNEL_DIR = "kernels"
 
 
 def fits(in_channels: int, kernel: int, pool: int) -> bool:
@@ -142,12 +155,38 @@ def backward_source(in_channels: int, kernel: int, pool: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kernel_file(name: str, source: str) -> Path | None:
+    """The generated source as a file of the kernel cache, named by its hash and checked to
+    hold exactly `source` (rewritten otherwise); None where the cache cannot be written."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    path = cache_dir() / KERNEL_DIR / f"conv_pool_{name}_{digest}.py"
+    try:
+        if not path.is_file() or path.read_text() != source:
+            atomic_write(path, lambda tmp: tmp.write_text(source))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return path
+
+
 def _compile(source: str, name: str, fastmath: set[str]) -> Callable:
-    namespace: dict = {}
-    exec(compile(source, f"<symbnn.train.conv_pool.{name}>", "exec"), namespace)
-    return numba.njit(nogil=True, error_model="numpy", boundscheck=False, fastmath=fastmath)(
-        namespace[name]
-    )
+    """`source`'s function `name`, compiled by numba. From a file of the kernel cache, so that
+    numba keeps the machine code beside it and the next process skips the ~2-4 s compile;
+    else from the string, compiled in every process."""
+    options = {"nogil": True, "error_model": "numpy", "boundscheck": False, "fastmath": fastmath}
+    path = _kernel_file(name, source)
+    if path is None:
+        namespace: dict = {}
+        exec(compile(source, f"<symbnn.train.conv_pool.{name}>", "exec"), namespace)
+        return numba.njit(**options)(namespace[name])
+    # registered under its name: numba's cached machine code finds its module by that name
+    module_name = f"symbnn_kernel_{path.stem}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[module_name] = module
+    return numba.njit(cache=True, **options)(getattr(module, name))
 
 
 @functools.cache
