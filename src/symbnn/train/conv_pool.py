@@ -35,8 +35,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import numba
-
 from symbnn.atomic import atomic_write
 from symbnn.cachedir import cache_dir
 
@@ -172,6 +170,8 @@ def _compile(source: str, name: str, fastmath: set[str]) -> Callable:
     """`source`'s function `name`, compiled by numba. From a file of the kernel cache, so that
     numba keeps the machine code beside it and the next process skips the ~2-4 s compile;
     else from the string, compiled in every process."""
+    import numba  # here: a process that never trains an OptuNet on a CPU skips its import
+
     options = {"nogil": True, "error_model": "numpy", "boundscheck": False, "fastmath": fastmath}
     path = _kernel_file(name, source)
     if path is None:
