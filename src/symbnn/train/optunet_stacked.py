@@ -129,7 +129,6 @@ class OptuNetStacked:
             (self.features2, columns2),
             place=lambda o, q, ci, y, x: ((ci * k2 + y) * wp + x) * columns2 + o * cols2 + q,
         ).to(device)
-        self.weights = descending(self.positions, dtype, device)
         c2g = c2 // g
         mean = torch.zeros(self.rows2, c2g, self.cols2, c2g, dtype=dtype)
         for o in range(c2g):
@@ -149,6 +148,7 @@ class OptuNetStacked:
         n, c, h, w = images.shape
         c1, p, hp, wp, device = self.c1, self.pool, self.hp, self.wp, self.device
         s = p + k1 - 1  # side of a pooling window's input patch
+        self.weights = descending(self.positions, self.dtype, device)  # for the max-pool
         # conv1, transposed, for one row of the pooling window: T1t[(dx, o), (y, ci, x)] over
         # the k1 patch rows it reads
         features_t1 = k1 * c * s
@@ -277,7 +277,7 @@ class OptuNetStacked:
 
     def _conv1_matmuls(self, params, patches: torch.Tensor, ws: Workspace):
         """relu(max-pool(conv1)) by Toeplitz matmuls: (pooled (K, 1, C1 * B * Hp * Wp), the
-        rank of each window's first maximum, conv1's Toeplitz matrices)."""
+        rank of each window's first maximum, the conv1 outputs' buffer for the backward)."""
         k, rows1 = patches.shape[0], patches.shape[1]
         windows = self.c1 * rows1
         # conv1 at every position of every pooling window: (K, positions * C1, windows)
