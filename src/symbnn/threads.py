@@ -7,6 +7,12 @@ below a size, and far more on a busy, shared CPU.
   machine (a log of 2000 numbers took 16 ms on two threads instead of 7 us on one; a
   ResNet-18's min-mass 1-2.5 s instead of 0.2-0.4 s). Below SMALL_PROBLEM weights (about six
   ResNet-18s) it runs on one thread.
+
+Neither changes the caller's settings: both restore the counts they found. numba's OpenMP
+pool shares its runtime with torch, and starting it (numba's first parallel region, or its
+first get/set_num_threads in the process) sets the OpenMP count of the starting thread to
+NUMBA_NUM_THREADS, which is the count torch reads there: every numba path goes through
+`numba_threads_for`, which puts torch's count back.
 """
 
 from __future__ import annotations
@@ -32,12 +38,26 @@ def _one_thread(get: Callable[[], int], set_: Callable[[int], None]) -> Iterator
 
 
 @contextlib.contextmanager
-def numba_threads_for(work: int) -> Iterator[None]:
-    """The numba parallel regions inside on one thread when ``work`` is small."""
-    if work >= SERIAL_BELOW:
+def _counts_kept() -> Iterator[None]:
+    """torch's and numba's thread counts on leaving as they were on entering."""
+    torch_before = torch.get_num_threads()  # read first: numba's first call may change it
+    numba_before = numba.get_num_threads()
+    try:
         yield
-        return
-    with _one_thread(numba.get_num_threads, numba.set_num_threads):
+    finally:
+        if numba.get_num_threads() != numba_before:
+            numba.set_num_threads(numba_before)
+        if torch.get_num_threads() != torch_before:
+            torch.set_num_threads(torch_before)
+
+
+@contextlib.contextmanager
+def numba_threads_for(work: int) -> Iterator[None]:
+    """The numba parallel regions inside on one thread when ``work`` is small; torch's and
+    numba's thread counts restored afterwards."""
+    with _counts_kept():
+        if work < SERIAL_BELOW:
+            numba.set_num_threads(1)
         yield
 
 
