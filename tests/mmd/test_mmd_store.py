@@ -245,12 +245,13 @@ def test_cli_canonical_canonicalizes_stored_networks(optunet_store, tmp_path, ca
     assert (
         summary["target"] == str(target.path)
         and summary["canonicalised_here"]["scale"] == "unitnorm"
+        and summary["canonicalised_here"]["key"] == "first"  # the paper's key, as experiments
     )
     assert sorted(p.name for p in out.parent.iterdir()) == [
         "ns.parquet",
         "ns.summary.json",
     ]  # scratch removed
     for name, store in (("ct.zarr", target), ("cm.zarr", method)):
-        canonicalize_store(store.path, tmp_path / name, scale="unitnorm", key="max")
+        canonicalize_store(store.path, tmp_path / name, scale="unitnorm", key="first")
     want, _ = layerwise_mmd(tmp_path / "ct.zarr", tmp_path / "cm.zarr", device="cpu")
     assert pl.read_parquet(out).equals(want)

@@ -22,6 +22,7 @@ from symbnn.symmetry import (
     shift_output,
     unit_groups,
 )
+from symbnn.symmetry.canonical import SYMMETRY
 from symbnn.symmetry.canonical_store import canonicalize_store
 from symbnn.symmetry.testing import random_state
 
@@ -104,13 +105,15 @@ def test_recorded_permutations_and_scales_rebuild_the_canonical_state(name):
     single = canonicalize({k: v[0] for k, v in state.items()}, sym)
     assert all(torch.equal(single.state[k], result.state[k][0]) for k in state)
     assert all(torch.equal(single.perms[k], result.perms[k][0]) for k in result.perms)
-    # Canonical rows have unit norm and sorted keys (descending largest incoming weight).
+    # Canonical rows have unit norm and sorted keys, descending, by the default key: the
+    # paper's, the first incoming weight.
+    assert SYMMETRY.key == "first"
     for g in sym.groups:
         rows = result.state[g.key.tensor].reshape(*result.state[g.key.tensor].shape[:2], -1)
         torch.testing.assert_close(
             rows.norm(dim=2), torch.ones(rows.shape[:2], dtype=torch.float64)
         )
-        keys = rows.max(dim=2).values.reshape(rows.shape[0], g.blocks, g.block_width)
+        keys = rows[:, :, 0].reshape(rows.shape[0], g.blocks, g.block_width)
         assert (keys[:, :, :-1] >= keys[:, :, 1:]).all()
 
 

@@ -18,7 +18,9 @@ class SymmetryRemoval(Section):
     scale: Literal["unitnorm", "unitstd"] = setting(
         "unitnorm", "scale normalisation of the canonical form"
     )
-    key: Literal["first", "max"] = setting("max", "sorting key of the canonical permutation")
+    key: Literal["first", "max"] = setting(
+        "first", "sorting key of the canonical permutation (first: the paper's)"
+    )
     solver: Literal["fast", "cvxpy"] = setting(
         "fast", "min-mass solver (cvxpy is the slow reference)"
     )
