@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # no display on cluster nodes
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from symbnn.atomic import atomic_write
 
@@ -65,6 +66,7 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
             after, bins=bins, label=f"{label}, min-mass (median {np.median(after):.3g})", **style
         )
     left.set_xscale("log")
+    _readable_log_ticks(left.xaxis, bins[0], bins[-1])
     left.set_xlabel("network mass  sum_l ||W_l||_F^2")
     left.set_ylabel("networks")
     left.legend(fontsize=8)
@@ -86,6 +88,16 @@ def minmass_figure(table: pl.DataFrame, path: str | os.PathLike, title: str = ""
     if title:
         fig.suptitle(title)
     save_figure(fig, path)
+
+
+def _readable_log_ticks(axis, low: float, high: float) -> None:
+    """Plain labels at 1, 2 and 5 per decade over a span of two decades or less, at powers of
+    ten over a wider one, and none on minor ticks: matplotlib's default labels minor ticks
+    "3 x 10^1" on a short span, and they overlap."""
+    subs = (1.0, 2.0, 5.0) if np.log10(high / low) <= 2 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def minmass_summary(table: pl.DataFrame, experiment: str) -> pl.DataFrame:
