@@ -11,9 +11,9 @@ REPORT ?= results/report.html
 # pip on this project's machines prints a warning per missing local index entry: hide them.
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: run test test-fast install report clean-results screenshots
+.PHONY: run test test-fast install venv-owner report clean-results screenshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | venv-owner
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip $(PIP_QUIET)
 	# torch first, pinned: the plain name would pull a newer CUDA build of several GB.
@@ -23,6 +23,24 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# A .venv belongs to its checkout: one linked from, or installed for, another clone would have
+# its editable install repointed here, silently breaking the other clone. Refuse it, naming both.
+venv-owner:
+	@here=$$(pwd -P); \
+	if [ -e $(VENV) ]; then \
+	  real=$$(cd $(VENV) && pwd -P); \
+	  if [ "$$real" != "$$here/$(VENV)" ]; then \
+	    echo "make: $$here/$(VENV) is a link to $$real, another checkout's virtualenv; remove the link (make builds one for this checkout)" >&2; exit 1; \
+	  fi; \
+	  for record in $(VENV)/lib/python*/site-packages/symbnn-*.dist-info/direct_url.json; do \
+	    [ -e "$$record" ] || continue; \
+	    owner=$$(sed -n 's|.*"url": *"file://\([^"]*\)".*|\1|p' "$$record"); \
+	    if [ -n "$$owner" ] && [ "$$owner" != "$$here" ]; then \
+	      echo "make: $$here/$(VENV) has symbnn installed from $$owner, not from this checkout $$here; a .venv belongs to its checkout: remove it (rm -rf $(VENV)) and make builds one here" >&2; exit 1; \
+	    fi; \
+	  done; \
+	fi
 
 # A finished run is recorded in dvc.lock (dvc.mk's record), so that a plain `dvc push`
 # uploads it; a failure there leaves the results computed and says what to do.
