@@ -6,6 +6,11 @@ tensors, the structure as JSON in its metadata, each tensor standing there as
 ``{"$tensor": "<name in the file>"}``. `load_tree` reads it back; no pickle, no object is
 built from the file but numbers, strings, containers and tensors. A file that is not such a
 tree is a `TreeFileError` naming it.
+
+The metadata is one key, ``symbnn-tree``, whose value is the structure's JSON: safetensors
+keeps metadata in a hash map whose order changes from one process to the next, so a file
+with two keys would differ in its bytes between runs (and a resumed run from an
+uninterrupted one). Files written before, with the keys ``format`` and ``tree``, still read.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ if TYPE_CHECKING:  # torch is imported where tensors are handled: `outline` read
 
 from symbnn.atomic import atomic_write
 
-FORMAT = "symbnn-tree"
+FORMAT = "symbnn-tree"  # the metadata key holding the tree (before: the value of "format")
 TENSOR = "$tensor"
 FLOAT = "$float"  # a NaN or an infinity, spelled as Python does
 
@@ -78,7 +83,8 @@ def save_tree(tree: Any, path: str | os.PathLike) -> None:
         structure = _encode(tree, tensors, "tree")
     except TypeError as exc:
         raise TreeFileError(f"{path}: {exc}") from None
-    metadata = {"format": FORMAT, "tree": json.dumps(structure)}
+    # one key: a header of the same bytes in every process (see the module docstring)
+    metadata = {FORMAT: json.dumps(structure)}
     tensors = _unshared(tensors)
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
@@ -99,6 +105,15 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor], used: set[str]) -> Any
     return value
 
 
+def _tree_text(metadata: dict[str, str]) -> str | None:
+    """The tree's JSON in a file's metadata, as written now or before (two keys)."""
+    if FORMAT in metadata:
+        return metadata[FORMAT]
+    if metadata.get("format") == FORMAT:
+        return metadata.get("tree")
+    return None
+
+
 def load_tree(path: str | os.PathLike) -> Any:
     """The tree `save_tree` wrote to ``path`` (tensors on the CPU)."""
     from safetensors import SafetensorError, safe_open
@@ -112,11 +127,12 @@ def load_tree(path: str | os.PathLike) -> Any:
         raise
     except (SafetensorError, OSError, ValueError) as exc:
         raise TreeFileError(f"{path}: not a readable safetensors file ({exc})") from None
-    if metadata.get("format") != FORMAT:
+    text = _tree_text(metadata)
+    if text is None:
         raise TreeFileError(f"{path}: not a {FORMAT} file (its metadata has no tree)")
     used: set[str] = set()
     try:
-        tree = _decode(json.loads(metadata["tree"]), tensors, used)
+        tree = _decode(json.loads(text), tensors, used)
     except (KeyError, ValueError, TypeError) as exc:
         raise TreeFileError(f"{path}: malformed tree ({exc})") from None
     if used != set(tensors):
@@ -135,10 +151,10 @@ def outline(path: str | os.PathLike) -> Any:
         with open(path, "rb") as handle:
             (size,) = struct.unpack("<Q", handle.read(8))
             header = json.loads(handle.read(size))
-        metadata = header.get("__metadata__") or {}
-        if metadata.get("format") != FORMAT:
+        text = _tree_text(header.get("__metadata__") or {})
+        if text is None:
             raise ValueError("its metadata has no tree")
-        return json.loads(metadata["tree"])
+        return json.loads(text)
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
