@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import torch
-from machine import Conditions, publish
+from machine import Conditions, LoadGate, add_gate_arguments, publish, written
 
 from symbnn.methods import bnn, dropout, registry, sghmc, swag
 from symbnn.methods.base import Mode, Problem
@@ -155,8 +155,10 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--write", action="store_true", help="write the docs/benchmarks.md block")
+    add_gate_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    gate = LoadGate(args.settle)
     conditions = Conditions()
     problem, methods = default_problem(args.experiment)
     rows = []
@@ -166,7 +168,9 @@ def main(argv=None) -> int:
     text = table(rows, conditions.line())
     print(text)
     if args.write:
-        print(f"wrote {publish('fits', 'benchmarks/fits.py', DOC_INTRO, text)}", file=sys.stderr)
+        return written(
+            lambda: publish("fits", "benchmarks/fits.py", DOC_INTRO, text, gate, args.allow_load)
+        )
     return 0
 
 

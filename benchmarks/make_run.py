@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import polars as pl
-from machine import ROOT, Conditions, publish, run_make
+from machine import ROOT, Conditions, LoadGate, add_gate_arguments, publish, run_make, written
 from paper_size import job_times
 
 BLOCK, SCRIPT = "make-run", "benchmarks/make_run.py"
@@ -74,15 +75,17 @@ def table(install: float, workflow: float, rules: pl.DataFrame, top: int) -> str
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", type=Path, help="clone here and keep it (default: a temp dir)")
     parser.add_argument("--top", type=int, default=12, help="rules listed")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    add_gate_arguments(parser)
     args = parser.parse_args()
     clone = args.keep or Path(tempfile.mkdtemp(prefix="symbnn-make-run-")) / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     try:
+        gate = LoadGate(args.settle)
         conditions = Conditions()
         install = timed(clone, "install")
         workflow = timed(clone, "run")
@@ -93,8 +96,9 @@ def main() -> None:
             shutil.rmtree(clone.parent, ignore_errors=True)
     print(body)
     if not args.no_write:
-        publish(BLOCK, SCRIPT, INTRO, body)
+        return written(lambda: publish(BLOCK, SCRIPT, INTRO, body, gate, args.allow_load))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from machine import Conditions, publish
+from machine import Conditions, LoadGate, add_gate_arguments, publish, written
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
@@ -453,6 +453,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone"
     )
+    add_gate_arguments(parser)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
@@ -470,6 +471,7 @@ def main(argv=None) -> int:
     if args.worker:
         print(json.dumps(worker(args)))
         return 0
+    gate = LoadGate(args.settle)
     conditions = Conditions()
     gflops = {device: matmul_gflops(device) for device in args.device}
     rows = []
@@ -482,8 +484,11 @@ def main(argv=None) -> int:
     cpu = conditions.line()
     text = report(rows, gflops, estimate, cpu)
     print(text)
+    status = 0
     if not args.no_write:
-        print(f"wrote {publish('mmd', 'benchmarks/mmd.py', DOC_INTRO, text)}", file=sys.stderr)
+        status = written(
+            lambda: publish("mmd", "benchmarks/mmd.py", DOC_INTRO, text, gate, args.allow_load)
+        )
     out = (
         Path(args.json)
         if args.json
@@ -506,7 +511,7 @@ def main(argv=None) -> int:
         )
     )
     print(f"results: {out}", file=sys.stderr)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

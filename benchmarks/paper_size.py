@@ -37,10 +37,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import yaml
-from machine import calibration
+from machine import LoadGate, add_gate_arguments, calibration, write_gated, written
 
 from symbnn.atomic import atomic_write
-from symbnn.docblocks import write_block
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK, DOC, SCRIPT = "paper-size", "docs/benchmarks.md", "benchmarks/paper_size.py"
@@ -202,7 +201,7 @@ def exponent(sizes: list[int], times: list[float]) -> float:
     return float(np.polyfit(np.log(sizes), np.log(times), 1)[0])
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1000])
     parser.add_argument("--cores", type=int, default=2)
@@ -211,12 +210,14 @@ def main() -> None:
         "--whole-each", action="store_true", help="run every size from nothing (no copy)"
     )
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    add_gate_arguments(parser)
     args = parser.parse_args()
+    gate = LoadGate(args.settle)
     root = (REPO / args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     sizes = sorted(args.sizes, reverse=True)  # the largest whole, first
     runs, stages, peaks, others = {}, {}, {}, {}
-    seed = None
+    seed, status = None, 0
     for n in sizes:
         record = root / f"n{n}.json"  # a size run to its end is not run again
         if record.exists():
@@ -238,8 +239,13 @@ def main() -> None:
         # after every size: an hour-long run that stops early still leaves its table
         text = render(runs, stages, peaks, others, args)
         print(text, flush=True)
-        if not args.no_write:
-            write_block(REPO / DOC, BLOCK, SCRIPT, text)
+        if not args.no_write:  # refused: the other sizes still run, their table printed
+            status = written(
+                lambda text=text: write_gated(
+                    REPO / DOC, BLOCK, SCRIPT, text, gate, args.allow_load
+                )
+            )
+    return status
 
 
 def render(runs, stages, peaks, others, args) -> str:
@@ -304,4 +310,4 @@ def _figure(value) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from machine import Conditions, publish
+from machine import Conditions, LoadGate, add_gate_arguments, publish, written
 from torch import nn
 from torch.nn import functional as F
 
@@ -81,7 +81,7 @@ from symbnn.metrics import accuracy as ensemble_accuracy
 from symbnn.metrics import uncertainty_metrics
 from symbnn.models import build_model
 from symbnn.predictions import predict_probabilities
-from symbnn.settings import Bnn
+from symbnn.settings import Bnn, Recipe
 from symbnn.settings.load import load_config
 from symbnn.train.engine import train_seeds
 from symbnn.train.evaluate import unstack
@@ -91,6 +91,7 @@ from symbnn.train.seeding import build_seeded_model
 ROOT = Path(__file__).resolve().parents[1]
 ENSEMBLE = 16  # members of every sampled ensemble (the default experiment's n_samples)
 MLP_WIDTHS = [784, 128, 128, 10]
+MLP_EPOCHS = 4  # the MLP learns the digits in a few epochs
 SWAG_PREDICTIONS = "the SWAG row's 16 members: (16, 1000, 10), OOD (16, 1000, 10)"
 PAPER_SIZE = "the paper's MNIST size: (100, 10000, 10), OOD (100, 10000, 10), synthetic"
 DEFAULT_SIZE = "the default experiment's size: (16, 1000, 10), OOD (16, 1000, 10), synthetic"
@@ -232,12 +233,12 @@ class Context:
 
     def pair(self, name: str) -> tuple[tuple[dict, dict], tuple[float, float]]:
         """((state of seed 0, state of seed 1), their test accuracies) of "optunet" (the
-        default experiment's model and recipe) or "mlp" (the MLP learns the digits in a third
-        of the recipe's epochs)."""
+        default experiment's model and recipe) or "mlp" (the MLP learns the digits in
+        MLP_EPOCHS epochs of the same recipe)."""
         if name not in self._pairs:
             recipe = self.experiment.recipe
             if name == "mlp":
-                recipe = dataclasses.replace(recipe, epochs=4, milestones=(2, 3))
+                recipe = shortened(recipe, MLP_EPOCHS)
             spec = self.mlp_spec if name == "mlp" else self.optunet_spec
             start = time.perf_counter()
             trained = train_seeds(spec, recipe, self.train, self.test, [0, 1])
@@ -251,6 +252,13 @@ class Context:
                 flush=True,
             )
         return self._pairs[name]
+
+
+def shortened(recipe: Recipe, epochs: int) -> Recipe:
+    """``recipe`` over ``epochs`` epochs, its milestones (multistep only) scaled with it:
+    a cosine schedule scales by itself and takes none."""
+    milestones = sorted({max(1, m * epochs // recipe.epochs) for m in recipe.milestones})
+    return dataclasses.replace(recipe, epochs=epochs, milestones=tuple(milestones))
 
 
 def model_with(spec: dict, state: dict) -> nn.Module:
@@ -902,9 +910,11 @@ def main(argv=None) -> int:
         help="write the table into docs/benchmarks.md even when only some jobs ran",
     )
     write.add_argument("--no-write", action="store_true", help="print only")
+    add_gate_arguments(parser)
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    gate = LoadGate(args.settle)
     wall, conditions = time.perf_counter(), Conditions()
     ctx = Context(args)
     rows: list[Row] = []
@@ -930,10 +940,12 @@ def main(argv=None) -> int:
         f"{time.perf_counter() - wall:.0f} s."
     )
     print(text)
-    if args.write or (not args.no_write and set(args.jobs) == set(JOBS)):
-        print(f"wrote {publish('peers', 'benchmarks/peers.py', DOC_INTRO, text)}", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    if args.write or (not args.no_write and set(args.jobs) == set(JOBS)):
+        return written(
+            lambda: publish("peers", "benchmarks/peers.py", DOC_INTRO, text, gate, args.allow_load)
+        )
     return 0
 
 

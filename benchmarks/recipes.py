@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import torch
-from machine import calibration
+from machine import LoadGate, add_gate_arguments, calibration, write_gated, written
 
 from symbnn.data import load_dataset
-from symbnn.docblocks import write_block
 from symbnn.models import build_model, count_parameters
 from symbnn.settings import Recipe
 from symbnn.train import train_seeds
@@ -76,13 +76,15 @@ def row(label, model, recipe, train, test, seeds) -> str:
     )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=16, help="seeds per recipe")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    add_gate_arguments(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     train, test = load_dataset("digits", "train", "data"), load_dataset("digits", "test", "data")
+    gate = LoadGate(args.settle)
     load = os.getloadavg()[0]
     started, calib = time.perf_counter(), calibration()
     seeds = list(range(args.seeds))
@@ -107,8 +109,9 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
-        write_block(DOC, BLOCK, SCRIPT, text)
+        return written(lambda: write_gated(DOC, BLOCK, SCRIPT, text, gate, args.allow_load))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

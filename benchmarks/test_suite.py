@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
-from machine import ROOT, Conditions, publish, run_make
+from machine import ROOT, Conditions, LoadGate, add_gate_arguments, publish, run_make, written
 
 BLOCK, SCRIPT = "test-suite", "benchmarks/test_suite.py"
 INTRO = (
@@ -36,11 +37,13 @@ def run_target(target: str) -> tuple[float, str, int]:
     return seconds, counts, done.returncode
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", nargs="+", default=["test-fast", "test"])
     parser.add_argument("--no-write", action="store_true", help="print only")
+    add_gate_arguments(parser)
     args = parser.parse_args()
+    gate = LoadGate(args.settle)
     conditions = Conditions()
     rows = []
     for target in args.targets:
@@ -58,8 +61,9 @@ def main() -> None:
     )
     print(body)
     if not args.no_write:
-        publish(BLOCK, SCRIPT, INTRO, body)
+        return written(lambda: publish(BLOCK, SCRIPT, INTRO, body, gate, args.allow_load))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

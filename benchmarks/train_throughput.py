@@ -31,15 +31,15 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
-from machine import calibration
+from machine import LoadGate, add_gate_arguments, calibration, write_gated, written
 from torch.utils.flop_counter import FlopCounterMode
 
 from symbnn.data import load_dataset
-from symbnn.docblocks import write_block
 from symbnn.settings import Recipe
 from symbnn.train.batched import train_batched
 from symbnn.train.loop import train_one
@@ -47,17 +47,6 @@ from symbnn.train.seeding import build_seeded_model
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
-DOC_HEAD = """# Benchmarks
-
-Speed figures of symbnn, each written by the script its block names; rerun the script to
-refresh its block.
-
-The `train-throughput` block compares the per-network training loop with the batched trainer
-(its hand-written OptuNet and MLP passes and its generic vmap path): model-steps per second of
-wall-clock time and per CPU-second, and the ratio to the loop on the same model and number of
-threads, with the machine's load and a calibration figure. Rerun it with
-`python benchmarks/train_throughput.py` (`--help` for the options).
-"""
 
 MODELS = {
     "optunet-904": {"name": "optunet", "conv1_channels": 4, "conv2_channels": 12, "hidden": 10},
@@ -135,7 +124,7 @@ def run_once(spec, recipe, train, k: int, device: str, generic) -> tuple[float, 
     )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -155,6 +144,7 @@ def main() -> None:
     parser.add_argument(
         "--no-write", action="store_true", help="print the table, leave docs/benchmarks.md alone"
     )
+    add_gate_arguments(parser)
     args = parser.parse_args()
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda, but CUDA is not available")
@@ -176,6 +166,7 @@ def main() -> None:
         if torch.device(args.device).type == "cuda"
         else cpu_model()
     )
+    gate = LoadGate(args.settle)
     load_start, calib = load_average(), calibration()
     lines = []
 
@@ -241,11 +232,12 @@ def main() -> None:
         f"matrix product: {MATMUL_SIZE} x {MATMUL_SIZE}, float32, on the row's threads."
     )
     if not args.no_write:
-        if not DOC.exists():
-            DOC.write_text(DOC_HEAD)
-        write_block(DOC, "train-throughput", "benchmarks/train_throughput.py", "\n".join(lines))
-        print(f"written to {DOC.relative_to(REPO)}")
+        body, script = "\n".join(lines), "benchmarks/train_throughput.py"
+        return written(
+            lambda: write_gated(DOC, "train-throughput", script, body, gate, args.allow_load)
+        )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
