@@ -8,10 +8,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 REPORT ?= results/report.html
+REPORT_LOG ?= $(basename $(REPORT)).log
 # pip on this project's machines prints a warning per missing local index entry: hide them.
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: run test test-fast install venv-owner report clean-results screenshots
+.PHONY: run test test-fast install venv-owner report summary clean-results screenshots
 
 $(STAMP): pyproject.toml | venv-owner
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,16 +44,31 @@ venv-owner:
 	fi
 
 # A finished run is recorded in dvc.lock (dvc.mk's record), so that a plain `dvc push`
-# uploads it; a failure there leaves the results computed and says what to do.
+# uploads it; a failure there leaves the results computed and says what to do. The run ends
+# with its answer: `symbnn summary` (Table 1, the findings, where the report and logs are).
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
-	$(MAKE) --no-print-directory report
+	@$(QUIET_REPORT)
 	@$(MAKE) --no-print-directory record || echo "run: the results are computed; make push records and uploads them"
+	@$(BIN)/symbnn summary --report $(REPORT)
 
 # Snakemake's self-contained HTML report: tables, figures and a description of every rule.
+# Quiet unless it fails: Snakemake's line per file ("Adding ...", "Loading script code ...")
+# goes to REPORT_LOG; a failure shows the log's last lines.
+define QUIET_REPORT
+mkdir -p $(dir $(REPORT_LOG)); \
+$(BIN)/snakemake --report $(REPORT) > $(REPORT_LOG) 2>&1 || { status=$$?; \
+  echo "report: snakemake --report $(REPORT) failed; the end of its log, $(REPORT_LOG):" >&2; \
+  tail -n 25 $(REPORT_LOG) >&2; exit $$status; }
+endef
+
 report: $(STAMP)
-	$(BIN)/snakemake --report $(REPORT) 2>&1 | { grep -v "^Using workflow specific profile" || true; }
-	@echo "Report: $(REPORT) (open it in a browser, e.g. xdg-open $(REPORT)); tables: results/*/report/"
+	@$(QUIET_REPORT)
+	@echo "Report: $(REPORT) (open it in a browser, e.g. xdg-open $(REPORT)); its log: $(REPORT_LOG)"
+
+# What the last run found (what `make run` ends with), again.
+summary: $(STAMP)
+	@$(BIN)/symbnn summary --report $(REPORT)
 
 # Two workers, a test file each at a time: the workflow tests spend much of their time starting
 # processes one after another, so a second file fills the idle core (`pytest -q` alone also works).

@@ -43,7 +43,10 @@ def runner_of(command):
         # a usage synopsis of the symbnn command line: every sub-command and option exists
         ("synopsis", r"(\.venv/bin/)?symbnn [a-z]+\b.*[\[|A-Z]"),
         # needs a finished run's results: tests/workflow/test_workflow.py runs them
-        ("results", r"(\.venv/bin/)?symbnn store (info|validate) |cat results/|xdg-open "),
+        (
+            "results",
+            r"(\.venv/bin/)?symbnn (store (info|validate) |summary$)|cat results/|xdg-open ",
+        ),
         ("config", r"\.venv/bin/symbnn config (check|schema)\b"),
         ("snakemake", r"\.venv/bin/snakemake "),
         ("make", r"(\w+=\S+ )?make \w"),

@@ -44,7 +44,7 @@ def job_time(folder: Path) -> tuple[int, float]:
     return jobs, seconds
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
@@ -73,20 +73,19 @@ def experiment_lines(name: str, experiment: Any, results: Path, parameters: int 
         )
     jobs, seconds = job_time(results / name)
     if jobs:
-        lines.append(f"  - {jobs} jobs, {_duration(seconds)} of job time (sum of their run times)")
+        lines.append(f"  - {jobs} jobs, {duration(seconds)} of job time (sum of their run times)")
     return [*lines, ""]
 
 
 def _acceptance_lines(posterior: Any, folder: Path) -> list[str]:
     """How well the target trained, which networks the acceptance rule dropped and why, and
     the plateau check, as far as they are computed."""
-    flags, plateau = folder / "converged.parquet", folder / "plateau.parquet"
+    flags = folder / "converged.parquet"
     if not flags.is_file():
         return []
     import polars as pl  # only under --report: every Snakemake start imports this module
 
     table = pl.read_parquet(flags)
-    accuracy = table["test_accuracy"].drop_nans().drop_nulls()
     rule = f"test accuracy >= {posterior.min_accuracy}"
     if posterior.max_below_median is not None:
         rule += f" and at most {posterior.max_below_median} below the median"
@@ -95,14 +94,26 @@ def _acceptance_lines(posterior: Any, folder: Path) -> list[str]:
         f"{r['len']} {r['reason']}" for r in dropped.group_by("reason").len().rows(named=True)
     )
     lines = [
-        f"  - acceptance rule: {rule}; {table.height - dropped.height} of {table.height} kept, "
+        f"acceptance rule: {rule}; {table.height - dropped.height} of {table.height} kept, "
         f"{dropped.height} dropped{f' ({why})' if why else ''}"
     ]
-    if accuracy.len():
-        lines.append(
-            f"  - test accuracy of the trained networks: median {accuracy.median():.3f}, "
-            f"min {accuracy.min():.3f}, max {accuracy.max():.3f}"
-        )
+    return [f"  - {line}" for line in lines + training_lines(folder)]
+
+
+def training_lines(folder: Path) -> list[str]:
+    """The target networks' test accuracy and the plateau check of the training recipe, from
+    an experiment's posterior folder, as far as they are computed."""
+    import polars as pl
+
+    flags, plateau = folder / "converged.parquet", folder / "plateau.parquet"
+    lines = []
+    if flags.is_file():
+        accuracy = pl.read_parquet(flags)["test_accuracy"].drop_nans().drop_nulls()
+        if accuracy.len():
+            lines.append(
+                f"test accuracy of the trained networks: median {accuracy.median():.3f}, "
+                f"min {accuracy.min():.3f}, max {accuracy.max():.3f}"
+            )
     if plateau.is_file():
         check = pl.read_parquet(plateau)
         runs = "; ".join(
@@ -111,7 +122,7 @@ def _acceptance_lines(posterior: Any, folder: Path) -> list[str]:
         )
         verdict = "at its plateau" if check["at_plateau"][0] else "NOT at its plateau"
         lines.append(
-            f"  - plateau check on {check['networks'][0]} seeds: {runs}; doubling the epochs "
+            f"plateau check on {check['networks'][0]} seeds: {runs}; doubling the epochs "
             f"moved the median by {check['median_gain'][0] * 100:+.1f} points: {verdict}"
         )
     return lines
@@ -156,7 +167,7 @@ def front_page(settings: Any, description: str, parameters: Any = None) -> str:
     if jobs:
         lines.append(
             f"- **analyses** (toy posterior, marginals, related work): {jobs} jobs, "
-            f"{_duration(seconds)} of job time"
+            f"{duration(seconds)} of job time"
         )
     lines += [
         "- versions: "
