@@ -46,8 +46,11 @@ venv-owner:
 # A finished run is recorded in dvc.lock (dvc.mk's record), so that a plain `dvc push`
 # uploads it; a failure there leaves the results computed and says what to do. The run ends
 # with its answer: `symbnn summary` (Table 1, the findings, where the report and logs are).
+# A Ctrl-C ends Snakemake with status 130 and one line (its logger, on a terminal): make then
+# stops as interrupted, without a line of its own.
 run: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES)
+	@$(BIN)/snakemake --cores $(CORES) || { status=$$?; \
+	  if [ $$status -eq 130 ]; then kill -INT $$PPID; exit 0; fi; exit $$status; }
 	@$(QUIET_REPORT)
 	@$(MAKE) --no-print-directory record || echo "run: the results are computed; make push records and uploads them"
 	@$(BIN)/symbnn summary --report $(REPORT)

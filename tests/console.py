@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -102,21 +103,26 @@ class Screen:
         return [line.rstrip() for line in self.lines if line.strip()]
 
 
-def run_in_terminal(argv, cwd, env=None, width=120, height=40, timeout=1800):
-    """Run `argv` with a pseudo-terminal as its stdin, stdout and stderr; returns (exit status,
-    everything it wrote, decoded)."""
+def run_in_terminal(argv, cwd, env=None, width=120, height=40, timeout=1800, interrupt_when=None):
+    """Run `argv` with a pseudo-terminal as its stdin, stdout and stderr, in a process group
+    of its own; returns (exit status, everything it wrote, decoded). With `interrupt_when`,
+    type Ctrl-C once `interrupt_when()` is true: SIGINT to the whole group, the command and
+    the jobs it started, as a terminal sends it."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
     env = {**(env or os.environ), "TERM": "xterm-256color", "COLUMNS": str(width)}
     env.pop("NO_COLOR", None)
     process = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True
+        argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
     )
     os.close(slave)
     chunks, deadline = [], time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
+            if interrupt_when is not None and interrupt_when():
+                os.killpg(process.pid, signal.SIGINT)
+                interrupt_when = None
+            ready, _, _ = select.select([master], [], [], 0.2)
             if ready:
                 try:
                     data = os.read(master, 1 << 16)
@@ -128,7 +134,7 @@ def run_in_terminal(argv, cwd, env=None, width=120, height=40, timeout=1800):
             elif process.poll() is not None:
                 break
         else:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
     finally:
         status = process.wait()
         os.close(master)

@@ -6,7 +6,9 @@ jobs done / total, running, elapsed time and an estimate of the time left, and b
 running job with the last line of its log (the progress line a long job writes there, e.g.
 training's "train 3/12 epochs"). Anywhere else (CI, a Slurm job, a pipe, a file) and for dry
 runs, which list every job with its resources, it is Snakemake's own plain log, line for line.
-SYMBNN_PLAIN_LOG=1 asks for the plain log on a terminal too.
+SYMBNN_PLAIN_LOG=1 asks for the plain log on a terminal too. With the live view, a Ctrl-C
+ends the run in one line (`terminal`), and the job stats table is one line (the view has a
+bar per rule).
 
 Snakemake finds this package by its name (a logger plugin is a top-level module named
 `snakemake_logger_plugin_<name>` on the path); symbnn's editable install puts `src/` there.
@@ -22,6 +24,13 @@ from typing import Any
 
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
+
+from snakemake_logger_plugin_symbnn.terminal import (
+    TerminalOwner,
+    exit_as_interrupted,
+    remove_outputs,
+    snakemake_log,
+)
 
 # running jobs listed under the bars; the others are counted
 SHOWN_JOBS = 8
@@ -73,6 +82,7 @@ class RunningJobs:
         self.jobs[getattr(record, "jobid", 0)] = {
             "label": label,
             "logs": [str(p) for p in getattr(record, "log", None) or []],
+            "outputs": [str(p) for p in getattr(record, "output", None) or []],
             "start": time.monotonic(),
             "line": "",
             "read": 0.0,
@@ -153,10 +163,20 @@ class LogHandler(LogHandlerBase):
         if self.live:
             self.inner = RichHandler(self.common_settings, None)
             self.inner.live_display.update(RunView(self.inner, self.running, self.started))
+            self.inner.event_handler._display_job_summary = self._job_count
+            # after the console has found the terminal: it keeps writing there
+            self.owner = TerminalOwner(stream)
+            self.inner.console.file = self.owner.terminal
+            self.owner.printer = self.inner.console
+            self.owner.on_ctrl_c()
         else:
             from snakemake.logging import ColorizingTextHandler
 
             self.inner = ColorizingTextHandler(nocolor=self.common_settings.nocolor, stream=stream)
+
+    def _job_count(self, per_rule: dict[str, int], total: int) -> None:
+        rules = sum(1 for count in per_rule.values() if count)
+        self.inner.console.print(f"{total} jobs of {rules} rules to run (snakemake -n lists them)")
 
     def emit(self, record: logging.LogRecord) -> None:
         if not self.live:
@@ -165,6 +185,13 @@ class LogHandler(LogHandlerBase):
             if self.inner.formatter is not self.formatter:
                 self.inner.setFormatter(self.formatter)
             self.inner.emit(record)
+            return
+        if self.owner.interrupted:
+            # what follows a Ctrl-C (every running job failed, the workflow's error) is in
+            # Snakemake's log; close() says it in one line
+            self._leave_the_view()
+            if getattr(record, "event", None) == LogEvent.JOB_FINISHED:
+                self.running.ended(getattr(record, "job_id", None))
             return
         event = getattr(record, "event", None)
         if event == LogEvent.JOB_INFO:
@@ -182,15 +209,34 @@ class LogHandler(LogHandlerBase):
         self.closed = True
         if self.live:
             events = self.inner.event_handler
-            self.inner.close()
-            if events.total_jobs:
-                elapsed = clock(time.monotonic() - self.started)
-                self.inner.console.print(
-                    f"{events.completed} of {events.total_jobs} jobs done in {elapsed}"
+            self._leave_the_view()
+            self.owner.release()
+            done = f"{events.completed} of {events.total_jobs} jobs done"
+            if self.owner.interrupted:
+                remove_outputs(self.running.jobs.values())
+                saved = self.owner.save_output(snakemake_log())
+                print(
+                    f"Interrupted: {done}; nothing half-written is left (the stopped jobs' "
+                    "outputs are removed); `make run` resumes."
+                    + (f" The jobs' last output: {saved}" if saved else ""),
+                    file=self.owner.terminal,
                 )
+                exit_as_interrupted()
+            elif events.total_jobs:
+                elapsed = clock(time.monotonic() - self.started)
+                self.inner.console.print(f"{done} in {elapsed}")
         else:
             self.inner.close()
         super().close()
+
+    def _leave_the_view(self) -> None:
+        """Stop the live view (it erases itself) once; with an interrupt, nothing is printed
+        after it but close()'s line."""
+        if not getattr(self, "left", False):
+            self.left = True
+            self.inner.close()
+        if self.owner.interrupted:
+            self.inner.console.quiet = True
 
     @property
     def writes_to_stream(self) -> bool:
