@@ -1,6 +1,8 @@
 """A model of a user's own, for the tests that name a model by import path
 (``user_models:SmallCNN``): shaped like nothing symbnn ships (LeakyReLU, a feature map
-flattened into a linear layer, biases everywhere), so its structure must be derived."""
+flattened into a linear layer, biases everywhere), so its structure must be derived. The
+others are what a model named by import path must not be: a function (even one returning a
+module), a class that is no module, a module whose constructor raises."""
 
 from __future__ import annotations
 
@@ -31,3 +33,19 @@ class SmallCNN(nn.Module):
 
 def not_a_model(**_):
     return "a string"
+
+
+def small_cnn(**options):
+    """A factory returning a module: refused all the same (a model is its class)."""
+    return SmallCNN(**options)
+
+
+class NotAModule:
+    def __init__(self, channels: int = 4):
+        self.channels = channels
+
+
+class Raising(nn.Module):
+    def __init__(self, width: int = 3):
+        super().__init__()
+        raise RuntimeError(f"cannot build a net of width {width}")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from symbnn import trust
-from symbnn.settings import Config, Experiment, Methods, config_from_mapping
+from symbnn.settings import Config, Experiment, Methods, config_from_mapping, loader_check
 from symbnn.settings.load import check_duplicated_keys, check_imports
 
 
@@ -29,15 +29,18 @@ def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
     the last config file given and, where the key is in it, its line. Snakemake reads the
     files with a plain YAML loader, which keeps the later of two equal keys: they are read
     again here to refuse that. The models and methods the experiments to run name by import
-    path must import (their datasets are loaded, checked and fingerprinted in a child process
-    when the workflow plans: `symbnn.fingerprint`, no torch here); every import path the
-    configuration names is trusted here and, through SYMBNN_TRUSTED_IMPORTS, in every job."""
+    path must import and be what they claim to be; their dataset loaders are checked in a
+    child process (`symbnn.settings.loader_check`: no torch here), by the process that plans
+    only. Every import path the configuration names is trusted here and, through
+    SYMBNN_TRUSTED_IMPORTS, in every job."""
     files = [str(f) for f in getattr(workflow, "configfiles", [])]
     source = files[-1] if files else "config.yaml"
     check_duplicated_keys(files)
     settings = config_from_mapping(config, source)
     check_imports(settings, settings.run, source, datasets=False)
     trust.export_to_environment()
+    if getattr(workflow, "is_main_process", True):  # a job re-planning was checked already
+        loader_check.check_in_child(settings, settings.run, source)
     return settings
 
 

@@ -7,7 +7,8 @@ module (or ``os:system``) does, so an import path is imported only when the user
 
 - in the configuration symbnn checks (`symbnn.settings.load_config` and
   `config_from_mapping` trust every experiment's ``model.name``, the ``class`` of each of its
-  methods and its ``data.train`` / ``data.ood`` that are import paths);
+  methods and its ``data.train`` / ``data.ood`` that are import paths; a configuration that
+  fails `load_config`'s checks trusts nothing);
 - on the command line, ``symbnn --trust-model package.module:Net`` (the CLI also reads the
   current folder's config.yaml, when there is a valid one, the first time it needs to);
 - in code, `trust` (or a model spec passed to `symbnn.api`);
@@ -20,10 +21,11 @@ Anything else is refused with `UntrustedImport` before anything is imported.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 KINDS = ("model", "method", "dataset")
@@ -86,12 +88,25 @@ def is_trusted(kind: str, path: str) -> bool:
     while _lazy_sources:
         load = _lazy_sources.pop(0)
         try:
-            load()
+            with undone_on_error():
+                load()
         except (OSError, ValueError):  # an unreadable or invalid config names nothing
             continue
         if (kind, path) in _trusted:
             return True
     return False
+
+
+@contextlib.contextmanager
+def undone_on_error() -> Iterator[None]:
+    """Trust what the block trusts only if it succeeds: a configuration that fails its checks
+    (a model that is no class, say) has named nothing."""
+    before = set(_trusted)
+    try:
+        yield
+    except BaseException:
+        _trusted.intersection_update(before)
+        raise
 
 
 def require(kind: str, path: str, where: str = "") -> None:
@@ -120,7 +135,8 @@ def require(kind: str, path: str, where: str = "") -> None:
 def import_object(kind: str, path: str) -> Any:
     """The object ``package.module:attribute`` names (dots in the attribute walk nested
     attributes), imported only if ``path`` is trusted as a ``kind`` (else `UntrustedImport`,
-    nothing imported); ValueError naming the path when the module or attribute is missing."""
+    nothing imported); ValueError naming the path when the module or attribute is missing,
+    `symbnn.user_code.UserCodeError` when the module raises while it is imported."""
     require(kind, path)
     module_name, _, attribute = path.partition(":")
     try:
@@ -130,6 +146,10 @@ def import_object(kind: str, path: str) -> Any:
             f"{kind} {path!r}: cannot import module {module_name!r} ({exc}); is it installed, "
             "or on PYTHONPATH?"
         ) from exc
+    except Exception as exc:  # the module's own code failed while it was imported
+        from symbnn.user_code import UserCodeError
+
+        raise UserCodeError(f"importing {path!r} failed: {type(exc).__name__}: {exc}") from exc
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ValueError(f"{kind} {path!r}: {target.__name__!r} has no attribute {part!r}")

@@ -20,7 +20,14 @@ USER_MODEL = {
 @pytest.fixture(autouse=True)
 def trusted():
     """The import paths these tests name are named in code: trusted (`symbnn.trust`)."""
-    for path in ("no_such_module_here:Net", "user_models:Missing", "user_models:not_a_model"):
+    for path in (
+        "no_such_module_here:Net",
+        "user_models:Missing",
+        "user_models:not_a_model",
+        "user_models:small_cnn",
+        "user_models:NotAModule",
+        "user_models:Raising",
+    ):
         trust.trust_model(path)
     trust.trust_model(USER_MODEL["name"])
     yield
@@ -64,8 +71,18 @@ def test_bad_model_settings_name_the_key(model, message):
     [
         ({"name": "no_such_module_here:Net"}, "cannot import module 'no_such_module_here'"),
         ({"name": "user_models:Missing"}, "has no attribute 'Missing'"),
-        ({"name": "user_models:not_a_model"}, "returned str, not an nn.Module"),
+        ({"name": "user_models:not_a_model"}, "is a function, not a subclass of torch.nn"),
+        ({"name": "user_models:small_cnn"}, "is a function, not a subclass of torch.nn"),
+        ({"name": "user_models:NotAModule"}, "the class NotAModule, not a subclass of torch.nn"),
         ({"name": "user_models:SmallCNN", "options": {"depth": 3}}, "bad options"),
+        (
+            {"name": "user_models:SmallCNN", "options": {"channels": {"act": "os:system"}}},
+            "options.channels.act: 'os:system' names code",
+        ),
+        (
+            {"name": "user_models:Raising", "options": {"width": 5}},
+            "failed in __init__ with options {'width': 5}: RuntimeError: cannot build a net",
+        ),
         ({"name": "user_models:SmallCNN", "width": 3}, "unknown spec keys ['width']"),
     ],
 )
@@ -73,6 +90,49 @@ def test_a_model_that_cannot_be_built_says_why(spec, message):
     with pytest.raises(ValueError) as error:
         build_model(spec)
     assert message in str(error.value) and spec["name"] in str(error.value)
+
+
+def test_a_model_is_checked_before_anything_is_called(tmp_path, monkeypatch):
+    """Options that are not plain values are refused before the module is even imported; a
+    class whose signature does not take the options is refused before it is called."""
+    (tmp_path / "counted_model.py").write_text(
+        "import pathlib\n"
+        "from torch import nn\n"
+        "pathlib.Path(__file__).with_suffix('.imported').touch()\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, width=2):\n"
+        "        super().__init__()\n"
+        "        pathlib.Path(__file__).with_suffix('.called').touch()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    trust.trust_model("counted_model:Net")
+    with pytest.raises(ValueError, match=r"options\.width\[1\]: 'os:system' names code"):
+        build_model({"name": "counted_model:Net", "options": {"width": [1, "os:system"]}})
+    assert not (tmp_path / "counted_model.imported").exists()
+    with pytest.raises(ValueError, match="bad options for model 'counted_model:Net'"):
+        build_model({"name": "counted_model:Net", "options": {"depth": 2}})
+    assert (tmp_path / "counted_model.imported").exists()
+    assert not (tmp_path / "counted_model.called").exists()
+    assert isinstance(build_model({"name": "counted_model:Net"}), torch.nn.Module)
+    assert (tmp_path / "counted_model.called").exists()
+
+
+def test_a_constructor_that_raises_is_told_as_the_users_code():
+    from symbnn.user_code import UserCodeError
+
+    with pytest.raises(UserCodeError) as error:
+        build_model({"name": "user_models:Raising"})
+    assert str(error.value) == (
+        "model 'user_models:Raising' failed in __init__ with options {}: RuntimeError: "
+        "cannot build a net of width 3"
+    )
+    assert isinstance(error.value.__cause__, RuntimeError)  # the user's traceback is kept
+
+
+def test_the_settings_refuse_options_that_name_code():
+    model = {**USER_MODEL, "options": {"channels": 3, "block": "mylib.blocks:Residual"}}
+    with pytest.raises(ConfigError, match="experiments.default.model.options.block: 'mylib"):
+        config_from_mapping(with_model(model))
 
 
 def test_the_structure_is_derived_from_the_traced_model():

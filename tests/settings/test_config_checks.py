@@ -198,6 +198,88 @@ def test_an_importable_model_passes_and_only_the_run_is_imported_by_the_workflow
     assert workflow_settings(config, SimpleNamespace(configfiles=[])).run == ("default",)
 
 
+# --- named code is what it claims to be -----------------------------------------------------
+
+USERMODS = """
+import inspect
+import pathlib
+
+
+def not_a_class():
+    pathlib.Path('called').touch()
+    return 3
+
+
+class NotAMethod:
+    pass
+
+
+class Loader:
+    def __init__(self, split, root):
+        pathlib.Path('called').touch()
+
+
+def no_root(split):
+    pathlib.Path('called').touch()
+"""
+
+
+@pytest.mark.parametrize(
+    "old, new, key, reason",
+    [
+        (
+            "model: {name: optunet, conv1_channels: 4, conv2_channels: 12, hidden: 10}",
+            "model: {name: 'usermods:not_a_class'}",
+            "model.name",
+            "'not_a_class' is a function, not a subclass of torch.nn.Module",
+        ),
+        (
+            "      de: {stride: 4}\n",
+            "      de: {stride: 4}\n      mine: {class: 'usermods:NotAMethod'}\n",
+            "methods.mine.class",
+            "'usermods:NotAMethod' is not a subclass of symbnn.methods.interface.Method",
+        ),
+        (
+            "      train: digits\n",
+            "      train: 'usermods:Loader'\n",
+            "data.train",
+            "'usermods:Loader' is a type, not a function Loader(split, root, **options)",
+        ),
+        (
+            "      ood: natural_patches\n",
+            "      ood: 'usermods:no_root'\n",
+            "data.ood",
+            "cannot be called as no_root(split, root, n=..., size=..., channels=...)",
+        ),
+    ],
+    ids=["model", "method", "train-loader", "ood-loader"],
+)
+def test_named_code_must_be_what_it_claims_to_be(
+    tmp_path, capsys, monkeypatch, old, new, key, reason
+):
+    """A function as a model, a class that is no Method, a class or a function of another
+    signature as a dataset loader: refused by `symbnn config check`, nothing called."""
+    (tmp_path / "usermods.py").write_text(USERMODS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    path = written(tmp_path, edited(old, new))
+    check_fails(path, f"experiments.default.{key}: ", reason, capsys=capsys)
+    assert not (tmp_path / "called").exists()
+    sys.modules.pop("usermods", None)
+
+
+def test_a_configuration_that_fails_its_checks_trusts_nothing(tmp_path, monkeypatch):
+    from symbnn import trust
+
+    monkeypatch.delenv(trust.ENVIRONMENT, raising=False)
+    trust.forget()
+    path = with_model(tmp_path, "os:system")
+    with pytest.raises(ConfigError, match="model.name: model 'os:system': 'system' is a "):
+        load_config(path)
+    assert not trust.is_trusted("model", "os:system")
+    trust.forget()
+
+
 # --- every error at once ------------------------------------------------------------------
 
 

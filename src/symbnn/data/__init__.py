@@ -15,11 +15,10 @@ in-distribution set's statistics by the caller (`id_data.normalize(ood.images)`)
 from __future__ import annotations
 
 import importlib
-import inspect
 from pathlib import Path
 from typing import Any
 
-from symbnn import trust
+from symbnn import trust, user_code
 from symbnn.data.core import DatasetError, ImageData
 from symbnn.data.validate import check_image_data
 
@@ -61,20 +60,17 @@ def load_dataset(name: str, split: str, root: str | Path = "data", **options: An
 
 
 def _load_imported(path: str, split: str, root: Path, options: dict[str, Any]) -> Any:
-    """What the user's loader ``path`` returns for ``split`` (imported only if trusted)."""
-    loader = trust.import_object("dataset", path)
-    if not callable(loader):
-        raise DatasetError(f"dataset {path!r} is not a function")
+    """What the user's loader ``path`` returns for ``split`` (imported only if trusted,
+    checked to be a function taking these arguments before it is called); an exception of
+    the loader's own is a `symbnn.user_code.UserCodeError` naming it."""
     try:
-        inspect.signature(loader).bind(split, root, **options)
-    except TypeError as exc:
-        raise DatasetError(
-            f"dataset {path!r} cannot be called as {path.partition(':')[2]}(split, root"
-            f"{''.join(f', {key}=...' for key in options)}): {exc}"
-        ) from None
-    except ValueError:  # no signature to check (a builtin): the call says
-        pass
-    return loader(split, root, **options)
+        loader = user_code.dataset_loader(path, options)
+    except trust.UntrustedImport:
+        raise
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from None
+    with user_code.calling(f"dataset loader {path!r}", f"on split {split!r}"):
+        return loader(split, root, **options)
 
 
 __all__ = ["DatasetError", "ImageData", "load_dataset", "DATASET_NAMES", "SPLITS"]

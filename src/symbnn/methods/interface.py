@@ -19,6 +19,7 @@ from it.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -271,6 +272,8 @@ def describe(name: str, path: str, cls: Any) -> Descriptor:
             # the step was once called draw: say so to a class written for that interface
             renamed = " (its draw is now called sample)" if hasattr(cls, "draw") else ""
             raise ValueError(f"{where} does not define {attribute}{renamed}")
+    for attribute, arguments in STEPS.items():
+        _check_step(where, cls, attribute, arguments)
     try:
         return Descriptor(
             name=name,
@@ -287,3 +290,28 @@ def describe(name: str, path: str, cls: Any) -> Descriptor:
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
+
+
+# the arguments symbnn calls each step of a method with (after self)
+STEPS = {
+    "fit": ("problem", "mode", "settings", "seed", "count"),
+    "fit_modes": ("problem", "modes", "settings", "seeds", "counts"),
+    "sample": ("problem", "fitted", "count", "settings", "seed"),
+}
+
+
+def _check_step(where: str, cls: type, attribute: str, arguments: tuple[str, ...]) -> None:
+    """ValueError unless ``cls.attribute`` is a function that takes ``arguments``
+    positionally (read from its signature; nothing is called)."""
+    step = inspect.getattr_static(cls, attribute, None)
+    if isinstance(step, staticmethod | classmethod) or not inspect.isfunction(step):
+        raise ValueError(
+            f"{where}: {attribute} must be a method {attribute}(self, {', '.join(arguments)})"
+        )
+    try:
+        inspect.signature(step).bind(None, *arguments)
+    except TypeError as exc:
+        raise ValueError(
+            f"{where}: {attribute} cannot be called as {attribute}(self, {', '.join(arguments)}): "
+            f"{exc}"
+        ) from None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from symbnn import trust
+from symbnn import trust, user_code
 from symbnn.settings.base import ConfigError, Problems
 from symbnn.settings.training import ImportedModel
 from symbnn.settings.workflow import Config
@@ -24,16 +24,17 @@ _MERGE_KEY = "tag:yaml.org,2002:merge"
 
 def load_config(path: str | Path) -> Config:
     """The configuration in YAML file ``path``, checked, the import paths of every experiment
-    imported too (`check_imports`)."""
+    imported and checked too (`check_imports`); they stay trusted only if it passes."""
     path = Path(path)
     data, duplicates = _read_yaml(path)
     problems = Problems()
     problems.found.extend(duplicates)
     config = None
-    with problems.collect():
-        config = config_from_mapping(data, path)
-    problems.raise_any()
-    check_imports(config, config.experiments, path)
+    with trust.undone_on_error():  # a configuration that fails its checks trusts nothing
+        with problems.collect():
+            config = config_from_mapping(data, path)
+        problems.raise_any()
+        check_imports(config, config.experiments, path)
     return config
 
 
@@ -133,10 +134,12 @@ def check_imports(
     config: Config, names: Iterable[str], source: str | Path, datasets: bool = True
 ) -> None:
     """Import what each experiment of ``names`` names by import path ('package.module:
-    attribute'): its model, its methods, whose settings their class's settings section checks,
-    and with ``datasets`` its dataset loaders. ConfigError naming the key, the path and why,
-    for every one that fails. The configuration is the user's own code to run (unlike a
-    store's attributes, which are never imported)."""
+    attribute') and check that it is what it claims to be, calling none of it: its model (an
+    ``nn.Module`` subclass taking its options), its methods (`Method` subclasses, whose
+    settings their class's settings section checks) and with ``datasets`` its dataset
+    loaders (functions taking (split, root, **options)). ConfigError naming the key, the path
+    and why, for every one that fails. The configuration is the user's own code to run
+    (unlike a store's attributes, which are never imported)."""
     from symbnn.methods import registry
 
     problems = Problems()
@@ -144,12 +147,9 @@ def check_imports(
         experiment, key = config.experiments[name], f"experiments.{name}"
         if isinstance(experiment.model, ImportedModel):
             with problems.collect():
-                _importing(f"{key}.model.name", _model, experiment.model.name)
-        for role in ("train", "ood") if datasets else ():
-            path = getattr(experiment.data, role)
-            if trust.is_import_path(path):
-                with problems.collect():
-                    _importing(f"{key}.data.{role}", _loader, path)
+                _importing(f"{key}.model.name", _model, experiment.model.to_dict())
+        if datasets:
+            problems.found.extend(check_loaders(key, experiment.data))
         methods = experiment.methods
         for entry in methods.imported if methods is not None else ():
             here = f"{key}.methods.{entry.name}"
@@ -177,20 +177,37 @@ def _importing(key: str, resolve: Callable[..., Any], *args: Any) -> Any:
         ) from None
 
 
-def _model(path: str) -> Any:
-    """The model class or factory ``path`` names (imported here: symbnn.models loads torch,
-    which a configuration naming no model of its own never needs)."""
-    from symbnn.models.imported import resolve
+def _model(spec: dict[str, Any]) -> Any:
+    """The model class the spec names, checked with its options and not called (imported
+    here: symbnn.models loads torch, which a configuration naming no model of its own never
+    needs)."""
+    from symbnn.models.imported import checked_class
 
-    return resolve(path)
+    return checked_class(spec)
 
 
-def _loader(path: str) -> Any:
-    """The dataset loader ``path`` names (a function)."""
-    loader = trust.import_object("dataset", path)
-    if not callable(loader):
-        raise ValueError(f"dataset {path!r} is not a function")
-    return loader
+def check_loaders(key: str, data: Any) -> list[ConfigError]:
+    """A ConfigError naming ``key``.data.ROLE for each dataset loader of the user's own that
+    ``data`` (a `symbnn.settings.Data`) names and that does not import or is no function
+    taking (split, root, **options) (`symbnn.user_code.dataset_loader`; none is called)."""
+    problems = Problems()
+    for role, path, options in loaders(data):
+        with problems.collect():
+            _importing(f"{key}.data.{role}", user_code.dataset_loader, path, options)
+    return problems.found
+
+
+def loaders(data: Any) -> list[tuple[str, str, list[str]]]:
+    """(role, import path, names of the options it is called with) of each dataset loader of
+    the user's own that a `symbnn.settings.Data` names: ``train`` takes none, ``ood`` the
+    ``ood_options``."""
+    found = []
+    for role in ("train", "ood"):
+        path = getattr(data, role)
+        if trust.is_import_path(path):
+            options = list(data.ood_options.to_dict()) if role == "ood" else []
+            found.append((role, path, options))
+    return found
 
 
 def _line_of(source: str | Path, message: str) -> str:

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Literal
 
+from symbnn import user_code
 from symbnn.settings.base import (
     MAX_BATCH,
     MAX_EPOCHS,
@@ -150,15 +151,19 @@ class Resnet20FrnSiluModel(ModelSection):
 
 @dataclasses.dataclass(frozen=True)
 class ImportedModel(ModelSection):
-    DOC = "a model of your own: a class or factory named by its import path"
+    DOC = "a model of your own: an nn.Module subclass named by its import path"
     # how the settings layer's error names this form beside the shipped names
     NAME_FORM = "an import path 'package.module:attribute'"
     name: str = setting(
-        doc="an import path 'package.module:attribute' (an nn.Module class or a function "
-        "returning one; the module must be importable: installed, or on PYTHONPATH)",
+        doc="an import path 'package.module:Class' (a subclass of torch.nn.Module; the "
+        "module must be importable: installed, or on PYTHONPATH)",
         pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*",
     )
-    options: dict[str, Any] | None = setting(None, "keyword arguments of the class or function")
+    options: dict[str, Any] | None = setting(
+        None,
+        "keyword arguments of the class: numbers, strings, booleans, null, and lists or "
+        "mappings of them (never an import path)",
+    )
     input_shape: tuple[int, ...] | None = setting(
         None,
         "shape of one input, e.g. [1, 28, 28]: one batch of it is traced to derive the "
@@ -167,6 +172,12 @@ class ImportedModel(ModelSection):
         min_items=1,
         le=MAX_WIDTH,
     )
+
+    def check(self, where: str) -> None:
+        # a store's architecture carries these options too: plain data, never code
+        problem = user_code.options_problem(self.options or {}, f"{where}.options")
+        if problem is not None:
+            raise ConfigError(problem)
 
 
 Model = OptunetModel | MlpModel | Resnet18Model | Resnet20FrnSiluModel | ImportedModel

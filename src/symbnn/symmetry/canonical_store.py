@@ -47,7 +47,11 @@ def canonicalize_store(
     ``out_path``. ``sym``: the networks' symmetry structure (default: the one of the store's
     ``architecture`` attribute, `symbnn.symmetry.unit_groups`)."""
     store = open_store(in_path)
-    sym = unit_groups(store.architecture) if sym is None else sym
+    if sym is None:
+        # its architecture checked against its arrays first: a spec the store cannot hold
+        # (a bad model, options that are not plain values) is an error naming the store
+        store.check_architecture()
+        sym = unit_groups(store.architecture)
     options = {
         "scale": scale,
         "key": key,
