@@ -6,7 +6,9 @@ Each module in `symbnn.commands` adds its own sub-commands by defining
 One error path: a bad option value, a bad or damaged file, a full disk or a permission
 problem ends the command with one line, ``symbnn COMMAND: error: ...`` naming the file, key
 or value, and exit status 1 (`symbnn.runlog.expected_error` decides what is expected);
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. Code of your own that fails (a model, method
+or dataset loader named by import path) is told the same way, naming the code and the step;
+``symbnn --debug COMMAND ...`` prints the traceback of any error as well.
 
 Two options of `symbnn` itself, before the command, concern what data may do (docs/stores.md):
 ``--trust-model package.module:Net`` (repeatable) allows a store to name that model of your
@@ -19,13 +21,14 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import traceback
 from pathlib import Path
 
 import symbnn
 import symbnn.commands
 from symbnn import store, trust
 from symbnn.memory import options_as_flags
-from symbnn.runlog import EXIT_FAILURE, expected_error
+from symbnn.runlog import EXIT_FAILURE, expected_error, from_user_code
 
 CONFIG = Path("config.yaml")
 
@@ -68,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="open stores of the old format (no digest) with a warning instead of refusing "
         "them (`symbnn store upgrade` converts them for good)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the traceback of an error too (the code of your own that failed, say), "
+        "not only its one line",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module_info in sorted(pkgutil.iter_modules(symbnn.commands.__path__), key=lambda m: m.name):
@@ -119,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         message = expected_error(exc)
         if message is None:
             raise
+        if args.debug:
+            traceback.print_exception(exc, file=sys.stderr)
+        elif from_user_code(exc):
+            message += " (`symbnn --debug ...` prints its traceback)"
         print(f"symbnn {args.command}: error: {message}", file=sys.stderr)
         return EXIT_FAILURE
 

@@ -51,7 +51,8 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
 
     An expected failure (`expected_error`) is written to the log and to the job's stderr as
     one line, and the script exits with status 1: no traceback, and nothing that names the
-    hidden files outputs are built in. Any other exception is written to the log with its
+    hidden files outputs are built in; when code of the user's own failed, the log holds its
+    traceback before that line. Any other exception is written to the log with its
     traceback before it propagates, so the log explains a failure."""
     if not path:
         try:
@@ -116,7 +117,24 @@ def _exit_cleanly(exc: Exception, handle, stderr, path=None) -> None:
         raise exc
     line = f"error: {message}"
     if handle is not None:
+        if from_user_code(exc):  # the user's own traceback, for the user to read in the log
+            import traceback
+
+            traceback.print_exception(exc, file=handle)
         print(line, file=handle, flush=True)
         line += f" (log: {path})"
     print(line, file=stderr or sys.stderr, flush=True)
     raise SystemExit(EXIT_FAILURE) from None
+
+
+def from_user_code(exc: BaseException) -> bool:
+    """Whether the failure is one of code of the user's own (`symbnn.user_code`), here or
+    as the cause of the error that tells it (a store's error naming a model that failed)."""
+    from symbnn.user_code import UserCodeError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, UserCodeError):
+            return True
+        seen = seen.__cause__
+    return False

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from symbnn import trust
+from symbnn import trust, user_code
 from symbnn.methods.interface import Descriptor, Draw, Method, describe, split_counts
 from symbnn.settings import Experiment, Methods, Section
 from symbnn.settings.methods import SHIPPED, ImportedMethod
@@ -39,6 +39,7 @@ __all__ = [
     "fit_counts",
     "fit_settings",
     "implementation",
+    "is_shipped",
     "labels",
     "method_names",
     "mode_blocks",
@@ -71,6 +72,11 @@ def descriptor(method: str, methods: Methods | None = None) -> Descriptor:
         extra = [name for name in configured if name not in _SHIPPED]
         raise ValueError(f"unknown method {method!r} (known: {', '.join([*METHOD_NAMES, *extra])})")
     return describe(entry.name, entry.path, trust.import_object("method", entry.path))
+
+
+def is_shipped(described: Descriptor) -> bool:
+    """Whether the descriptor is one of symbnn's own methods (else the user's class)."""
+    return _SHIPPED.get(described.name) is described
 
 
 def check_method(method: str, methods: Methods | None = None) -> str:
@@ -180,11 +186,16 @@ def predictive(method: str, methods: Methods) -> str:
 def implementation(described: Descriptor) -> Method:
     """An instance of the method's implementation class (imported here: in jobs only). A
     user's class is imported only if trusted; a shipped one is symbnn's own code."""
-    if _SHIPPED.get(described.name) is described:
+    if is_shipped(described):
         module, _, name = described.implementation.partition(":")
         cls = getattr(importlib.import_module(module), name)
     else:
         cls = trust.import_object("method", described.implementation)
     if not (isinstance(cls, type) and issubclass(cls, Method)):
         raise ValueError(f"method {described.implementation!r} is not a Method subclass")
-    return cls()
+    if is_shipped(described):
+        return cls()
+    with user_code.calling(
+        f"method {described.name!r} ({described.implementation})", "in __init__"
+    ):
+        return cls()

@@ -22,6 +22,7 @@ import torch
 
 from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
+from symbnn.methods import checked
 from symbnn.methods.base import Fitted, Problem, concat_states
 from symbnn.methods.interface import Descriptor, Draw
 from symbnn.methods.pool import select_mode
@@ -95,7 +96,8 @@ def fit_block(
     if method.batched_fit:
         selected = [select_mode(pool_path, converged, k) for k in modes]
         seeds = [seed + k for k in modes]
-        fits = fitter.fit_modes(problem, selected, settings, seeds, asked)
+        with checked.step(method, "fit", modes):
+            fits = fitter.fit_modes(problem, selected, settings, seeds, asked)
         if len(fits) != len(modes):
             raise ValueError(
                 f"{method.name}: fit_modes returned {len(fits)} fits for {len(modes)} modes"
@@ -104,7 +106,8 @@ def fit_block(
     pool_seeds, fits = [], []
     for k, count in progress(list(zip(modes, asked)), desc=f"fit {method.name}", unit="mode"):
         mode = select_mode(pool_path, converged, k)
-        fits.append(fitter.fit(problem, mode, settings, seed + k, count))
+        with checked.step(method, "fit", [k]):
+            fits.append(fitter.fit(problem, mode, settings, seed + k, count))
         pool_seeds.append(mode.seed)
     return BlockFits(list(modes), pool_seeds, fits)
 
@@ -139,21 +142,28 @@ def sample_variant(
     """The variant's samples, drawn unit by unit as `plan` (`registry.sample_plan`) says:
     (stacked state, info per row: mode index, pool seed of the mode, unit). A method that
     samples while fitting hands each draw the fit's next unused samples; the others draw with
-    seed `seed + mode` (one-mode) or `seed + mode + REPLICATE_SEED_STRIDE * (replicate + 1)`."""
+    seed `seed + mode` (one-mode) or `seed + mode + REPLICATE_SEED_STRIDE * (replicate + 1)`.
+    Each draw is checked before it is kept (`symbnn.methods.checked.check_samples`), and a
+    user's method that raises is named with the step and the mode."""
     fits = {k: (pool_seed, fitted) for b in blocks for k, pool_seed, fitted in b.rows()}
     missing = sorted({d.mode for d in plan} - set(fits))
     if missing:
         raise ValueError(f"{method.name}: no fit for mode(s) {missing} (fits cover {sorted(fits)})")
     sample, at_fit = implementation(method).sample, method.samples_at_fit
+    layout = checked.model_layout(problem.model_spec)
     parts, info = [], {"mode_index": [], "mode_seed": [], "unit": []}
     for d in plan:
         pool_seed, fitted = fits[d.mode]
         if at_fit:  # prefix-stable: the first skip + count samples, of which the last count
-            drawn = sample(problem, fitted, d.skip + d.count, settings, seed + d.mode)
-            drawn = {name: t[d.skip :] for name, t in drawn.items()}
+            asked, draw_seed = d.skip + d.count, seed + d.mode
         else:
-            offset = REPLICATE_SEED_STRIDE * (d.unit + 1) if multi else 0
-            drawn = sample(problem, fitted, d.count, settings, seed + d.mode + offset)
+            asked = d.count
+            draw_seed = seed + d.mode + (REPLICATE_SEED_STRIDE * (d.unit + 1) if multi else 0)
+        with checked.step(method, "sample", [d.mode]):
+            drawn = sample(problem, fitted, asked, settings, draw_seed)
+        drawn = checked.check_samples(method, drawn, asked, layout, d.mode)
+        if at_fit:
+            drawn = {name: t[d.skip :] for name, t in drawn.items()}
         parts.append(drawn)
         for key, value in (("mode_index", d.mode), ("mode_seed", pool_seed), ("unit", d.unit)):
             info[key] += [value] * d.count
