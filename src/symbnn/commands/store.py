@@ -19,7 +19,9 @@ def _info(args) -> int:
     print(f"store        {info['path']}")
     print(f"kind         {info['kind']}   experiment {info['experiment']}")
     print(f"architecture {arch}")
-    print(f"samples      {info['n_samples']}   converged {info['converged']}")
+    # the target's acceptance is in posterior/converged.parquet: its store records no flag
+    known = "" if info["converged"] is None else f"   converged {info['converged']}"
+    print(f"samples      {info['n_samples']}{known}")
     mib = info["bytes"] / 2**20
     print(
         f"parameters   {info['n_parameters']} per sample in {info['n_arrays']} arrays, {mib:.2f} MiB in all"
@@ -48,25 +50,31 @@ def _validate(args) -> int:
 
 
 def _upgrade(args) -> int:
-    from symbnn.store.upgrade import stores_to_upgrade, upgrade
+    from symbnn.store.upgrade import find_stores, needs_upgrade, upgrade
 
     paths: list[Path] = []
+    current = 0  # stores of a folder already current: nothing to do
     for given in map(Path, args.paths):
         if given.is_dir() and not (given / "zarr.json").exists():  # a folder of results
-            found = stores_to_upgrade([given])
-            print(f"{given}: {len(found)} store(s) to upgrade")
+            stores = sorted(find_stores(given))
+            found = [store for store in stores if needs_upgrade(store)]
+            current += len(stores) - len(found)
+            print(f"{given}: {len(found)} store(s) to upgrade, {len(stores) - len(found)} current")
             paths += found
         else:
             paths.append(given)
-    failed = 0
+    upgraded = failed = 0
     for path in paths:
+        old = needs_upgrade(path)
         try:
             for line in upgrade(path):
                 print(line)
         except StoreError as exc:
             failed += 1
             print(f"FAILED: {exc}")
-    print(f"upgrade: {len(paths) - failed} store(s) current, {failed} failed")
+            continue
+        upgraded, current = upgraded + old, current + (not old)
+    print(f"upgrade: {current} store(s) already current, {upgraded} upgraded, {failed} failed")
     return EXIT_FAILURE if failed else 0
 
 
