@@ -56,6 +56,7 @@ from symbnn.store import (
     has_digest,
     iter_chunks,
     open_store,
+    pinned,
     positive_count,
     read_checked,
     read_group_meta,
@@ -65,6 +66,7 @@ from symbnn.store import (
     unverified_notes,
     writing,
 )
+from symbnn.store.schema import check_dtypes
 
 FORMAT = PREDICTIONS
 CHUNK_BYTES = 8 * 2**20
@@ -233,10 +235,8 @@ class CheckedArray:
     def __getitem__(self, selection: Any) -> np.ndarray:
         return read_checked(self._array, self.layout, selection)
 
-    def iter_chunks(
-        self, recorded: list[int] | None = None
-    ) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
-        return iter_chunks(self._array, self.layout, recorded)
+    def iter_chunks(self) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+        return iter_chunks(self._array, self.layout)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         values = self[...]
@@ -258,7 +258,14 @@ class CheckedGroup:
         if name not in self._layouts:
             raise KeyError(name)
         if name not in self._arrays:
-            self._arrays[name] = CheckedArray(self._group[name], self._layouts[name])
+            layout = self._layouts[name]
+            try:
+                array = self._group[name]
+            except Exception as exc:  # zarr's own check of the metadata
+                raise StoreError(
+                    f"{layout.store}: Zarr cannot open array {name} ({name}/zarr.json): {exc}"
+                ) from exc
+            self._arrays[name] = CheckedArray(array, layout)
         return self._arrays[name]
 
 
@@ -298,8 +305,7 @@ class Predictions:
         opened with ``allow_unverified``), as `Store.validate` does."""
         layouts = [self.group[name].layout for name in ARRAYS if name in self.group]
         for layout in layouts:
-            recorded = None if self.recorded is None else self.recorded[layout.label]
-            for index, block in self.group[layout.label].iter_chunks(recorded):
+            for index, block in self.group[layout.label].iter_chunks():
                 if layout.label not in ("test", "ood"):
                     continue
                 block = block.astype(np.float32)
@@ -316,12 +322,15 @@ class Predictions:
 
 
 def is_predictions(path: str | os.PathLike) -> bool:
-    """Whether the Zarr group at `path` says it is a predictions store (not a weight store)."""
+    """Whether the Zarr group at `path` says it is a predictions store (not a weight store);
+    False for anything else (a malformed zarr.json is for the weight store's reader to
+    name)."""
     try:
         meta = json.loads((Path(path) / "zarr.json").read_text())
     except (OSError, ValueError):
         return False
-    return meta.get("attributes", {}).get("format") == FORMAT
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    return isinstance(attrs, dict) and attrs.get("format") == FORMAT
 
 
 def open_any(path: str | os.PathLike) -> Store | Predictions:
@@ -348,10 +357,6 @@ def open_predictions(path: str | os.PathLike, allow_unverified: bool | None = No
     if attrs.get("format") != FORMAT:
         raise StoreError(f"{path}: not a predictions store (format {attrs.get('format')!r})")
     sealed = has_digest(path, attrs, allow_unverified)
-    try:
-        group = zarr.open_group(path, mode="r", zarr_format=3)
-    except Exception as exc:
-        raise StoreError(f"{path}: not a predictions store ({exc})") from exc
     s, c = (positive_count(path, attrs, key) for key in ("n_samples", "num_classes"))
     layouts = {
         name: read_layout(path, name)
@@ -376,4 +381,9 @@ def open_predictions(path: str | os.PathLike, allow_unverified: bool | None = No
     checksummed = attrs.get("checksum") == CHECKSUM
     check_integrity(path, list(layouts.values()), checksummed or sealed)
     recorded = check_digest(path, group_meta, layouts) if sealed else None
+    check_dtypes(path, layouts.values(), predictions=True)
+    try:  # every chunk read is held to the manifest's checksum
+        group = pinned.open_group(path, layouts, recorded)
+    except Exception as exc:
+        raise StoreError(f"{path}: not a predictions store ({exc})") from exc
     return Predictions(path, CheckedGroup(group, layouts), checksummed, recorded)

@@ -23,11 +23,12 @@ codec) and every chunk is written, all-zero ones included (the store's attribute
 metadata as written and every chunk's checksum) whose SHA-256 is the group attribute
 ``digest``. Opening a store checks its metadata (names, shapes against ``n_samples``, one
 checksum per array), that every chunk file exists (a directory listing, no data read) and
-that the metadata is what the manifest recorded; every read verifies the checksums of the
-chunks it touches; `Store.validate` reads every chunk and checks it against the manifest too.
-So a missing, truncated, bit-flipped or swapped chunk and an edited attribute or array
-metadata are errors naming what changed, never a number computed from Zarr's fill value or
-from damaged bytes. Stores of the format before the digest (format_version 1) are refused
+that the metadata is what the manifest recorded, and each array's data type against the
+store's schema (`schema`); every read verifies the checksums of the chunks it touches and
+holds each to the manifest's (`pinned`); `Store.validate` reads every chunk. So a missing,
+truncated, bit-flipped or swapped chunk, an edited attribute or array metadata and a
+malformed ``zarr.json`` or manifest are errors naming what changed, never a number computed
+from Zarr's fill value or from damaged bytes. Stores of the format before the digest (format_version 1) are refused
 with the remedy (`symbnn store upgrade`), or opened with a warning under `allow_unverified`.
 
 A store never makes symbnn import code: an ``architecture`` naming a model by import path
@@ -36,8 +37,9 @@ opens only if the user trusts that path (`symbnn.trust`).
 The package's modules: `format` (names, versions, chunking, codecs, `StoreError`), `layout`
 (metadata and chunk files, read without the data), `checks` (format, digest, chunks and
 checked reads), `staging` (atomic builds and the seal), `writer`, `reader`, `upgrade`
-(stores of the format before the digest), `digest` (the manifest), `chunk_checksums` (the
-crc32c codec) and `banded_array` (large arrays written band by band).
+(stores of the format before the digest), `digest` (the manifest), `pinned` (reads held to
+the manifest), `schema` (data types), `sameness` (two stores of the same networks),
+`chunk_checksums` (the crc32c codec) and `banded_array` (large arrays written band by band).
 """
 
 from symbnn.store.checks import (

@@ -25,6 +25,7 @@ from symbnn.store.digest import (
 )
 from symbnn.store.format import FORMAT_VERSION, REMEDY, StoreError
 from symbnn.store.layout import ArrayLayout
+from symbnn.store.pinned import ChunkNotRecorded
 
 # Whether stores without a digest open (with a warning): `symbnn --allow-unverified`.
 _unverified = {"allowed": False, "warned": set()}
@@ -141,7 +142,7 @@ def check_digest(
         )
     try:
         manifest = parse_manifest(data)
-    except ValueError as exc:
+    except ValueError as exc:  # json's errors (UnicodeDecodeError included) are ValueErrors
         raise StoreError(f"{path}: malformed {MANIFEST}: {exc}; {REMEDY}") from None
     found = group_changes(manifest, group_meta)
     if found:
@@ -156,14 +157,14 @@ def check_digest(
     checksums = {}
     for label, layout in layouts.items():
         entry = recorded[label]
-        found = changes("key", entry.get("metadata", {}), layout.meta)
+        found = changes("key", entry["metadata"], layout.meta)
         if found:
             raise StoreError(
                 f"{path}: the metadata of {label} ({label}/zarr.json) was changed after the "
                 f"store was written: {'; '.join(found[:3])}; {REMEDY}"
             )
-        crcs = entry.get("crc32c")
-        if not isinstance(crcs, list) or len(crcs) != math.prod(layout.grid):
+        crcs = entry["crc32c"]
+        if len(crcs) != math.prod(layout.grid):
             raise StoreError(f"{path}: {MANIFEST} lists no checksum per chunk of {label}")
         checksums[label] = crcs
     return checksums
@@ -205,12 +206,15 @@ def read_error(layout: ArrayLayout, exc: BaseException) -> StoreError:
 def read_checked(
     array: zarr.Array, layout: ArrayLayout, selection: Any, oindex: bool = False
 ) -> np.ndarray:
-    """``array[selection]`` (orthogonal indexing with ``oindex``); a selection out of range or
-    a damaged chunk is a StoreError naming the store and the array (and the chunk)."""
+    """``array[selection]`` (orthogonal indexing with ``oindex``); a selection out of range, a
+    damaged chunk or, in an array opened by `pinned.open_group`, a chunk other than the one
+    the manifest records is a StoreError naming the store, the array and the chunk."""
     try:
         with chunk_checksums.checks_in_background():
             values = array.oindex[selection] if oindex else array[selection]
         return np.asarray(values)
+    except ChunkNotRecorded as exc:
+        raise chunk_error(layout, exc.index, exc.problem) from None
     except IndexError as exc:
         raise StoreError(f"{layout.store}: {layout.label}: rows {selection!r}: {exc}") from exc
     except Exception as exc:
@@ -218,28 +222,19 @@ def read_checked(
 
 
 def iter_chunks(
-    array: zarr.Array, layout: ArrayLayout, recorded: Sequence[int] | None = None
+    array: zarr.Array, layout: ArrayLayout
 ) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
-    """(index, values) of every chunk of ``array`` in turn, checksums verified and, given
-    ``recorded`` (the manifest's checksums, chunk by chunk), compared with what the store
-    was written with; StoreError naming the chunk that cannot be read, decoded or matched."""
-    for position, index in enumerate(layout.indices()):
+    """(index, values) of every chunk of ``array`` in turn, checksums verified (and held to
+    the manifest's when the array was opened by `pinned.open_group`); StoreError naming the
+    chunk that cannot be read, decoded or matched."""
+    for index in layout.indices():
         try:
             values = np.asarray(array[layout.slices(index)])
+        except ChunkNotRecorded as exc:
+            raise chunk_error(layout, index, exc.problem) from None
         except Exception as exc:
             problem = layout.chunk_problem(index) or f"cannot be decoded ({exc})"
             raise chunk_error(layout, index, problem) from exc
-        if recorded is not None:
-            stored = layout.stored_checksum(index)
-            if position >= len(recorded) or stored != recorded[position]:
-                expected = f"{recorded[position]:#010x}" if position < len(recorded) else "none"
-                raise chunk_error(
-                    layout,
-                    index,
-                    f"is intact but not the chunk this store was written with (its crc32c is "
-                    f"{stored or 0:#010x}, the manifest records {expected}): it was replaced "
-                    "or rewritten",
-                )
         yield index, values
 
 

@@ -58,12 +58,24 @@ def manifest_bytes(
 
 
 def parse_manifest(data: bytes) -> dict[str, Any]:
-    """The manifest's content; ValueError saying what is wrong with it."""
+    """The manifest's content; ValueError saying which part of it is missing or of the wrong
+    type (a manifest sealed with a matching digest is still only data)."""
     manifest = json.loads(data)
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise ValueError(f"not a {MANIFEST_FORMAT} file")
-    if not isinstance(manifest.get("group"), dict) or not isinstance(manifest.get("arrays"), dict):
-        raise ValueError("no 'group' or 'arrays' section")
+    group, arrays = manifest.get("group"), manifest.get("arrays")
+    if not isinstance(group, dict) or not isinstance(arrays, dict):
+        raise ValueError("no 'group' or 'arrays' object")
+    if not isinstance(group.get("attributes", {}), dict):
+        raise ValueError("the group's 'attributes' are not an object")
+    for label, entry in arrays.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("metadata"), dict):
+            raise ValueError(f"array {label!r} has no 'metadata' object")
+        crcs = entry.get("crc32c")
+        if not isinstance(crcs, list) or not all(
+            type(crc) is int and 0 <= crc < 2**32 for crc in crcs
+        ):
+            raise ValueError(f"array {label!r} has no list of 'crc32c' checksums (32-bit integers)")
     return manifest
 
 

@@ -26,6 +26,7 @@ class ArrayLayout:
     label: str  # the array's path inside the store, e.g. "state/fc1.weight"
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
+    dtype: np.dtype
     itemsize: int
     separator: str
     checksum: bool  # the codecs end with crc32c
@@ -121,6 +122,63 @@ class ArrayLayout:
         return None
 
 
+def _integers(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
+    ):
+        raise ValueError(f"{what} is {str(value)[:80]!r}, not a list of integers")
+    return tuple(value)
+
+
+def _object(meta: dict, key: str, default: Any = None) -> dict:
+    value = meta.get(key, default)
+    if not isinstance(value, dict):
+        raise ValueError(f"{key!r} is {str(value)[:80]!r}, not a JSON object")
+    return value
+
+
+def _array_fields(
+    meta: Any,
+) -> tuple[tuple[int, ...], tuple[int, ...], np.dtype, str, list[Any]]:
+    """(shape, chunk shape, data type, chunk key separator, codec names) of an array's
+    ``zarr.json`` content; ValueError saying which key is missing or of the wrong type."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"it is a JSON {json_type(meta)}, not an object")
+    if meta.get("zarr_format") != 3 or meta.get("node_type") != "array":
+        raise ValueError(
+            f"zarr_format is {meta.get('zarr_format')!r} and node_type "
+            f"{meta.get('node_type')!r}, not 3 and 'array'"
+        )
+    shape = _integers(meta.get("shape"), "shape")
+    grid = _object(meta, "chunk_grid")
+    if grid.get("name") != "regular":
+        raise ValueError(f"chunk grid {str(grid.get('name'))[:80]!r} is not 'regular'")
+    chunks = _integers(_object(grid, "configuration").get("chunk_shape"), "chunk_shape")
+    if len(chunks) != len(shape) or min(chunks, default=1) < 1:
+        raise ValueError(f"chunk shape {chunks} does not fit shape {shape}")
+    encoding = _object(meta, "chunk_key_encoding", {})
+    separator = _object(encoding, "configuration", {}).get("separator", "/")
+    if encoding.get("name", "default") != "default" or separator not in ("/", "."):
+        raise ValueError(
+            f"chunk key encoding {str(encoding)[:80]!r} is not 'default' with separator '/' or '.'"
+        )
+    codecs = meta.get("codecs", [])
+    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
+        raise ValueError(f"codecs are {str(codecs)[:80]!r}, not a list of JSON objects")
+    _object(meta, "attributes", {})
+    fill = meta.get("fill_value")
+    if isinstance(fill, (dict, list)) or fill is None:
+        raise ValueError(f"fill_value is {str(fill)[:80]!r}, not a number")
+    data_type = meta.get("data_type")
+    try:
+        if not isinstance(data_type, str):
+            raise TypeError
+        dtype = np.dtype(data_type)
+    except (TypeError, ValueError):
+        raise ValueError(f"data_type {str(data_type)[:80]!r} is not a data type") from None
+    return shape, chunks, dtype, separator, [c.get("name") for c in codecs]
+
+
 def _as_index(parts: Sequence[str]) -> tuple[int, ...] | None:
     try:
         return tuple(int(part) for part in parts)
@@ -142,28 +200,16 @@ def read_layout(store: Path, label: str) -> ArrayLayout:
     except (OSError, ValueError) as exc:
         raise StoreError(f"{store}: cannot read the metadata of {label}: {exc}") from exc
     try:
-        if meta.get("node_type") != "array":
-            raise ValueError(f"node_type is {meta.get('node_type')!r}, not 'array'")
-        if meta["chunk_grid"]["name"] != "regular":
-            raise ValueError(f"chunk grid {meta['chunk_grid']['name']!r} is not regular")
-        shape = tuple(int(n) for n in meta["shape"])
-        chunks = tuple(int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"])
-        if len(chunks) != len(shape) or min(chunks, default=1) < 1:
-            raise ValueError(f"chunk shape {chunks} does not fit shape {shape}")
-        encoding = meta.get("chunk_key_encoding", {})
-        if encoding.get("name", "default") != "default":
-            raise ValueError(f"chunk key encoding {encoding.get('name')!r} is not 'default'")
-        separator = encoding.get("configuration", {}).get("separator", "/")
-        codecs = [codec.get("name") for codec in meta.get("codecs", [])]
-        itemsize = np.dtype(meta["data_type"]).itemsize
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise StoreError(f"{store}: malformed metadata of {label} ({meta_path}): {exc}") from exc
+        shape, chunks, dtype, separator, codecs = _array_fields(meta)
+    except ValueError as exc:
+        raise StoreError(f"{store}: malformed metadata of {label} ({meta_path}): {exc}") from None
     return ArrayLayout(
         store=store,
         label=label,
         shape=shape,
         chunks=chunks,
-        itemsize=itemsize,
+        dtype=dtype,
+        itemsize=dtype.itemsize,
         separator=separator,
         checksum=bool(codecs) and codecs[-1] == CHECKSUM,
         plain=codecs in (["bytes"], ["bytes", CHECKSUM]),
@@ -172,13 +218,34 @@ def read_layout(store: Path, label: str) -> ArrayLayout:
 
 
 def read_group_meta(path: Path, what: str = "symbnn store") -> dict[str, Any]:
-    """The content of the group's ``zarr.json``; StoreError when it is missing or malformed."""
+    """The content of the group's ``zarr.json``: a JSON object with ``zarr_format`` 3,
+    ``node_type`` "group" and an object of ``attributes``; StoreError naming the file and
+    the key at fault when it is missing or is anything else."""
+    file = path / "zarr.json"
     try:
-        meta = json.loads((path / "zarr.json").read_text())
+        meta = json.loads(file.read_text())
     except FileNotFoundError:
         raise StoreError(f"{path}: not a {what} (no zarr.json; missing or half-written)") from None
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: cannot read zarr.json: {exc}") from exc
-    if not isinstance(meta, dict) or not isinstance(meta.get("attributes", {}), dict):
-        raise StoreError(f"{path}: zarr.json is not the metadata of a Zarr group")
-    return meta
+    if not isinstance(meta, dict):
+        problem = f"is a JSON {json_type(meta)}, not an object"
+    elif meta.get("zarr_format") != 3 or meta.get("node_type") != "group":
+        problem = (
+            f"has zarr_format {meta.get('zarr_format')!r} and node_type "
+            f"{meta.get('node_type')!r}, not 3 and 'group'"
+        )
+    elif not isinstance(meta.get("attributes"), dict):
+        found = meta.get("attributes")
+        problem = "has no attributes" if found is None else (
+            f"has attributes {str(found)[:80]!r}, not a JSON object"
+        )  # fmt: skip
+    else:
+        return meta
+    raise StoreError(f"{path}: {file} {problem}: it is not the metadata of a Zarr v3 group")
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from symbnn.store import pinned
 from symbnn.store.checks import (
     check_digest,
     check_integrity,
@@ -25,6 +26,7 @@ from symbnn.store.checks import (
 from symbnn.store.digest import DIGEST
 from symbnn.store.format import CHECKSUM, FORMAT, StoreError
 from symbnn.store.layout import ArrayLayout, read_group_meta, read_layout
+from symbnn.store.schema import check_dtypes
 
 
 class Store:
@@ -33,7 +35,8 @@ class Store:
     Opening checks the format (a store without a digest is refused unless
     ``allow_unverified``), that an architecture named by import path is trusted, the metadata
     (the recorded names, every array's shape against ``n_samples``), that every chunk file
-    exists, and the metadata against the manifest's copy; reads verify the chunks' checksums.
+    exists, the metadata against the manifest's copy and each data type against the schema;
+    reads verify the chunks' checksums and that each is the chunk the manifest records.
     Each failure is a StoreError naming the store, array and chunk or what changed."""
 
     def __init__(self, path: str | os.PathLike, allow_unverified: bool | None = None) -> None:
@@ -46,10 +49,6 @@ class Store:
             )
         self.sealed = has_digest(self.path, attrs, allow_unverified)
         check_trusted_architecture(self.path, attrs)
-        try:
-            self._group = zarr.open_group(self.path, mode="r", zarr_format=3)
-        except Exception as exc:  # zarr raises several types for unreadable metadata
-            raise StoreError(f"{self.path}: cannot open as a Zarr v3 group: {exc}") from exc
         self.attrs: dict[str, Any] = attrs
         self.state_names: list[str] = self._names("state_names")
         self.info_names: list[str] = self._names("info_names")
@@ -70,6 +69,11 @@ class Store:
         self._recorded: dict[str, list[int]] | None = None
         if self.sealed:
             self._recorded = check_digest(self.path, group_meta, self._layouts)
+        check_dtypes(self.path, self._layouts.values())
+        try:  # every chunk read is held to the manifest's checksum (`pinned`)
+            self._group = pinned.open_group(self.path, self._layouts, self._recorded)
+        except Exception as exc:  # zarr raises several types for unreadable metadata
+            raise StoreError(f"{self.path}: cannot open as a Zarr v3 group: {exc}") from exc
         self._arrays: dict[str, zarr.Array] = {}
         self._architecture_checked = False
 
@@ -149,7 +153,7 @@ class Store:
                 self._arrays[key] = self._group[key]
             except Exception as exc:
                 raise StoreError(
-                    f"{self.path}: array {key} is missing or unreadable: {exc}"
+                    f"{self.path}: Zarr cannot open array {key} ({key}/zarr.json): {exc}"
                 ) from exc
         return self._arrays[key]
 
@@ -235,8 +239,8 @@ class Store:
         """Raise StoreError naming the array (and chunk) at fault if the store is inconsistent
         or damaged. The metadata and the presence of every chunk were checked when it was
         opened; here the recorded architecture is checked against the arrays and, with
-        ``check_values``, every chunk is read (its checksum verified, and compared with the
-        manifest's) and float weights are checked for NaN/inf. Returns what could not be
+        ``check_values``, every chunk is read (its checksum verified, and held to the
+        manifest's as every read is) and float weights are checked for NaN/inf. Returns what could not be
         verified: empty for a store with a digest; for an older store opened with
         ``allow_unverified``, notes saying so (and naming absent chunks)."""
         self.check_architecture()
@@ -244,8 +248,7 @@ class Store:
         if check_values:
             for layout in layouts:
                 section, name = layout.label.split("/", 1)
-                recorded = None if self._recorded is None else self._recorded[layout.label]
-                for index, block in iter_chunks(self._array(section, name), layout, recorded):
+                for index, block in iter_chunks(self._array(section, name), layout):
                     if section == "state" and block.dtype.kind == "f":
                         bad = ~np.isfinite(block)
                         if bad.any():

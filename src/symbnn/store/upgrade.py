@@ -57,8 +57,11 @@ def needs_upgrade(path: Path) -> bool:
     """Whether the folder ``path`` is a symbnn store (weights or predictions) without a digest
     (its top-level zarr.json read, nothing else)."""
     try:
-        attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
-    except (OSError, ValueError, AttributeError):
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    if not isinstance(attrs, dict):  # not a store: its readers name what is wrong
         return False
     return attrs.get("format") in (FORMAT, PREDICTIONS) and not is_current(attrs)
 
@@ -116,9 +119,16 @@ def _labels(path: Path, attrs: dict[str, Any]) -> list[str]:
 
     if attrs.get("format") == PREDICTIONS:
         return [name for name in ARRAYS if (path / name / "zarr.json").exists()]
-    return [f"state/{n}" for n in attrs.get("state_names", [])] + [
-        f"info/{n}" for n in attrs.get("info_names", [])
-    ]
+    labels = []
+    for section in ("state", "info"):
+        names = attrs.get(f"{section}_names", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise StoreError(
+                f"{path}: attribute '{section}_names' is {str(names)[:80]!r}, expected a list "
+                "of array names (the store is damaged or was not written by symbnn)"
+            )
+        labels += [f"{section}/{name}" for name in names]
+    return labels
 
 
 def _unchanged_manifest(path: Path, group_meta: dict[str, Any]) -> dict[str, Any]:
