@@ -34,6 +34,7 @@ include: "rules/mmd.smk"
 include: "rules/report.smk"
 include: "rules/analyses.smk"
 include: "rules/alignment.smk"
+include: "rules/reference.smk"
 
 
 rule all:
@@ -42,6 +43,8 @@ rule all:
         all_targets(),
         *analyses_targets(),
         *alignment_targets(),
+        # the HMC reference of the experiments that enable it (`make run-hmc`: of all of them)
+        *reference_targets(enabled_only=True),
 
 
 # the report opens on what was run and the headline results (symbnn.report.front_page)

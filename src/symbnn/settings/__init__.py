@@ -19,6 +19,7 @@ from symbnn.settings.analyses import (
     Toy,
 )
 from symbnn.settings.base import ConfigError, Section
+from symbnn.settings.hmc import Reference
 from symbnn.settings.load import config_from_mapping, load_config
 from symbnn.settings.methods import Bnn, DeepEnsembles, Dropout, Laplace, Methods, Sghmc, Swag
 from symbnn.settings.stages import (
@@ -70,6 +71,7 @@ __all__ = [
     "PermutationFrequency",
     "Posterior",
     "Recipe",
+    "Reference",
     "Resnet18Model",
     "Section",
     "Sghmc",

@@ -32,6 +32,7 @@ _SECTIONS = (
     "metrics",
     "collapse",
     "alignment",
+    "reference",
 )
 
 

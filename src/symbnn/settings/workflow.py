@@ -10,6 +10,7 @@ from typing import Literal
 
 from symbnn.settings.analyses import Analyses
 from symbnn.settings.base import ConfigError, Problems, Section, setting
+from symbnn.settings.hmc import Reference
 from symbnn.settings.methods import Bnn, Methods
 from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRemoval
 from symbnn.settings.training import Compute, Data, Model, Posterior, Recipe
@@ -36,6 +37,11 @@ class Experiment(Section):
     metrics: Metrics = setting(Metrics(), "uncertainty metrics")
     collapse: Collapse = setting(Collapse(), "functional collapse")
     alignment: Alignment = setting(Alignment(), "alignment and loss barriers")
+    reference: Reference | None = setting(
+        None,
+        "the full-batch HMC reference posterior (none: no reference; `make run-hmc` builds "
+        "it, and every run when it is enabled)",
+    )
 
     def check(self, where: str) -> None:
         problems = Problems()
@@ -55,12 +61,31 @@ class Experiment(Section):
                     f"{where}.methods.first_seed: the pool's seeds {pool.start}..{pool.stop - 1} "
                     f"overlap the target posterior's {target.start}..{target.stop - 1}"
                 )
+        with problems.collect():
+            self._check_reference(where)
         # the variational trainings' recipes are the experiment's with their changes: each
         # must be a valid recipe (e.g. milestones within changed epochs)
         for key, bnn in self._variational_fits():
             with problems.collect():
                 bnn.recipe.apply(self.recipe, f"{where}.{key}.recipe")
         problems.raise_any()
+
+    def _check_reference(self, where: str) -> None:
+        """Chains started at the pool's modes need a pool that holds them (a reference
+        built only on request is checked when it is asked for: `symbnn.reference.plan`)."""
+        reference = self.reference
+        if reference is None or reference.start != "pool":
+            return
+        if self.methods is None and reference.enabled:
+            raise ConfigError(
+                f"{where}.reference.start: pool starts the chains at the methods' pool, but the "
+                "experiment has no methods section (add one, or set start: prior)"
+            )
+        if self.methods is not None and reference.modes > self.methods.pool:
+            raise ConfigError(
+                f"{where}.reference.modes: {reference.modes} exceeds methods.pool "
+                f"({self.methods.pool})"
+            )
 
     def _variational_fits(self) -> list[tuple[str, Bnn]]:
         """(config path, settings) of each variational fit the experiment trains."""

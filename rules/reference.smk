@@ -1,0 +1,183 @@
+# The full-batch HMC reference posterior (docs/maths.md 4.7): chains from the pool's kept
+# modes (or the prior) into reference/hmc.zarr, their diagnostics on raw and canonical
+# weights and on function-space quantities, and the layer-wise MMD of the paper's target and
+# of every method against it. Built by the target rule reference_all (`make run-hmc`), and by
+# every run for an experiment whose reference is enabled (symbnn.reference.plan).
+
+import symbnn.reference.plan
+
+
+def reference_of(wildcards):
+    return experiment_of(wildcards).reference
+
+
+def reference_inputs(wildcards):
+    """The pool and its accuracies where the chains start at the pool's modes."""
+    if reference_of(wildcards).start != "pool":
+        return {}
+    return {
+        "pool": f"{RESULTS}/{wildcards.experiment}/modes/pool.zarr",
+        "accuracies": accuracies_input(POOL)(wildcards),
+    }
+
+
+def reference_start_rows(wildcards):
+    """Params function: the pool rows the chains start from."""
+    modes = symbnn.reference.plan.start_rows(SETTINGS, wildcards.experiment)
+    return kept_mode_rows(wildcards, modes) if modes else []
+
+
+def reference_targets(enabled_only):
+    return symbnn.reference.plan.targets(SETTINGS, method_variants, enabled_only)
+
+
+rule reference_chains:
+    input:
+        unpack(reference_inputs),
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/reference/hmc.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_chains.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/reference_chains.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: compute("threads")
+    resources:
+        mem_mb=compute("mem_mb"),
+        runtime=compute("runtime_min"),
+        gpu=compute("gpus"),
+        cpus_per_gpu=cpus_per_gpu,
+        slurm_partition=train_partition,
+    params:
+        training=training_params,
+        reference=section_params("reference"),
+        rows=reference_start_rows,
+    message:
+        "Running the full-batch HMC reference chains of {wildcards.experiment}"
+    script:
+        "../workflow_scripts/reference_chains.py"
+
+
+use rule canonicalize as canonicalize_reference with:
+    input:
+        store=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/reference/canonical.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/canonicalize_reference.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/canonicalize_reference.tsv"
+    message:
+        "Removing the weight-space symmetries of the {wildcards.experiment} HMC reference"
+
+
+rule reference_diagnostics:
+    input:
+        store=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+        canonical=f"{RESULTS}/{{experiment}}/reference/canonical.zarr",
+    output:
+        chains=f"{RESULTS}/{{experiment}}/reference/chains.parquet",
+        table=f"{RESULTS}/{{experiment}}/reference/diagnostics.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/reference_diagnostics.md",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_diagnostics.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/reference_diagnostics.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        data=section_params("data"),
+        digits=section_params("reference", "test_digits"),
+    message:
+        "Diagnosing the {wildcards.experiment} HMC chains on raw and canonical weights and on their predictions"
+    script:
+        "../workflow_scripts/reference_diagnostics.py"
+
+
+rule reference_mmd_target:
+    input:
+        reference=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+        reference_canonical=f"{RESULTS}/{{experiment}}/reference/canonical.zarr",
+        samples=f"{RESULTS}/{{experiment}}/posterior/target.zarr",
+        samples_canonical=f"{RESULTS}/{{experiment}}/canonical/target.zarr",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
+    output:
+        per_layer=f"{RESULTS}/{{experiment}}/reference/mmd/target/per_layer.parquet",
+        summary=f"{RESULTS}/{{experiment}}/reference/mmd/target/summary.parquet",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_mmd/target.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/reference_mmd/target.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 2
+    resources:
+        mem_mb=mmd_mem_mb,
+        runtime=120,
+        gpu=mmd_gpus,
+        slurm_partition=mmd_partition,
+    params:
+        kept=kept_target_rows,
+        seed=section_params("mmd", "seed"),
+    message:
+        "Layer-wise MMD of the {wildcards.experiment} target posterior vs the HMC reference"
+    script:
+        "../workflow_scripts/reference_mmd.py"
+
+
+use rule reference_mmd_target as reference_mmd_method with:
+    input:
+        reference=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+        reference_canonical=f"{RESULTS}/{{experiment}}/reference/canonical.zarr",
+        samples=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr",
+        samples_canonical=f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/canonical.zarr",
+    output:
+        per_layer=f"{RESULTS}/{{experiment}}/reference/mmd/{{method}}/{{variant}}/per_layer.parquet",
+        summary=f"{RESULTS}/{{experiment}}/reference/mmd/{{method}}/{{variant}}/summary.parquet",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_mmd/{{method}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/reference_mmd/{{method}}/{{variant}}.tsv"
+    params:
+        kept=None,
+        seed=section_params("mmd", "seed"),
+    message:
+        "Layer-wise MMD of the {wildcards.method} ({wildcards.variant}-mode) samples vs the {wildcards.experiment} HMC reference"
+
+
+rule reference_mmd_table:
+    input:
+        summaries=lambda wc: [
+            path
+            for path in symbnn.reference.plan.experiment_targets(
+                SETTINGS, wc.experiment, method_variants(wc.experiment)
+            )
+            if path.endswith("summary.parquet") and "/reference/mmd/" in path
+        ],
+    output:
+        table=f"{RESULTS}/{{experiment}}/reference/mmd.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/reference_mmd.md",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_mmd_table.log",
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    message:
+        "Tabulating the layer-wise MMD against the {wildcards.experiment} HMC reference"
+    script:
+        "../workflow_scripts/reference_mmd_table.py"
+
+
+# asked for by name only (`make run-hmc`): its inputs are planned then, not on every run
+rule reference_all:
+    input:
+        lambda wildcards: reference_targets(enabled_only=False),
