@@ -65,7 +65,9 @@ def finished(tmp_path):
     logs = tmp_path / ".snakemake" / "log"
     logs.mkdir(parents=True)
     for stamp in ("2026-01-01T100000.1", "2026-01-02T100000.1"):
-        (logs / f"{stamp}.snakemake.log").write_text("")
+        (logs / f"{stamp}.snakemake.log").write_text("Building DAG of jobs...\n")
+    # the report's own, newer: not the run's
+    (logs / "2026-01-03T100000.1.snakemake.log").write_text("Building DAG...\nCreating report...\n")
     return results
 
 

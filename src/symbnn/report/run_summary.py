@@ -96,8 +96,13 @@ def experiment_lines(name: str, folder: Path, width: int) -> list[str]:
 
 
 def newest_snakemake_log(workdir: Path) -> Path | None:
-    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
-    return logs[-1] if logs else None
+    """Snakemake's log of the newest run (`snakemake --report` writes one too: skipped)."""
+    for log in sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"), reverse=True):
+        with log.open(errors="replace") as handle:
+            head = [line for _, line in zip(range(5), handle)]
+        if not any(line.startswith("Creating report") for line in head):
+            return log
+    return None
 
 
 def summary_lines(
