@@ -92,3 +92,11 @@ include dvc.mk
 # headless Chromium (Debian: apt-get install -y chromium).
 screenshots: $(STAMP)
 	$(BIN)/python -m symbnn.report.screenshots $(REPORT) docs/img
+
+# The full-batch HMC reference of the experiments of `run` with a `reference` section, and
+# the paper's target and every method measured against it (rules/reference.smk): adds to the
+# results of `make run`, reusing its target, pool and methods (docs/maths.md 4.7).
+.PHONY: run-hmc
+run-hmc: $(STAMP)
+	@$(BIN)/snakemake --cores $(CORES) reference_all
+	@echo "HMC reference: results/*/report/reference_diagnostics.md and reference_mmd.md"

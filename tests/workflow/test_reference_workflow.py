@@ -57,7 +57,10 @@ def test_reference_chains_and_diagnostics_end_to_end(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(reference_config()))
     results = tmp_path / "results" / "tiny"
     run_snakemake(
-        tmp_path, "results/tiny/reference/hmc.zarr", "results/tiny/report/reference_diagnostics.md"
+        tmp_path,
+        "results/tiny/reference/hmc.zarr",
+        "results/tiny/report/reference_diagnostics.md",
+        "results/tiny/reference/mmd/target/summary.parquet",
     )
     store = open_store(results / "reference/hmc.zarr")
     pool = open_store(results / "modes/pool.zarr")
@@ -91,3 +94,7 @@ def test_reference_chains_and_diagnostics_end_to_end(tmp_path):
     assert (table["rhat_median"].drop_nans() >= 0.5).all()
     page = (results / "report/reference_diagnostics.md").read_text()
     assert "canonical weights" in page and "acceptance_rate" in page
+    # the paper's target (its 2 networks) measured against every reference sample
+    mmd = pl.read_parquet(results / "reference/mmd/target/summary.parquet")
+    assert mmd["n_target"].to_list() == [CHAINS * DRAWS] and mmd["n_samples"].to_list() == [2]
+    assert (mmd["mmd"] >= 0).all() and (mmd["ns_mmd"] >= 0).all()
