@@ -3,8 +3,9 @@
 A value such as ``--b1 1000000000000`` would otherwise end in an allocation error deep inside
 numpy (or in the kernel killing the process without a word). Each function whose memory grows
 with one of its parameters estimates its bytes first and calls `require_memory`, which raises
-`MemoryLimitError` naming the parameter, the estimate and the memory available. On the command
-line (`options_as_flags`) the parameter is named as its flag: ``points`` -> ``--points``.
+`MemoryLimitError` naming the parameter, the estimate and the memory available (each in
+readable units and in bytes). On the command line (`options_as_flags`) the parameter is named
+as its flag: ``points`` -> ``--points``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ def describe_bytes(nbytes: float) -> str:
     raise AssertionError("unreachable")
 
 
+def describe_bytes_exactly(nbytes: float) -> str:
+    """1536 -> '1.5 KiB (1,536 bytes)': readable, and exact for a reader who compares."""
+    return f"{describe_bytes(nbytes)} ({round(nbytes):,} bytes)"
+
+
 def option_name(parameter: str) -> str:
     """How the user named ``parameter``: as a flag on the command line, else as is."""
     return f"--{parameter.replace('_', '-')}" if _AS_FLAGS.get() else parameter
@@ -99,6 +105,6 @@ def require_memory(option: str | tuple[str, ...], nbytes: float, what: str) -> N
         option_name(name) for name in ((option,) if isinstance(option, str) else option)
     )
     raise MemoryLimitError(
-        f"{names}: {what} would need about {describe_bytes(nbytes)}, more than the "
-        f"{describe_bytes(available)} of memory available; choose a smaller value"
+        f"{names}: {what} would need about {describe_bytes_exactly(nbytes)}, more than the "
+        f"{describe_bytes_exactly(available)} of memory available; choose a smaller value"
     )

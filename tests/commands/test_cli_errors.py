@@ -10,6 +10,7 @@
 """
 
 import dataclasses
+import re
 import shutil
 import subprocess
 import sys
@@ -175,8 +176,12 @@ def test_mmd_permutations_beyond_memory_are_refused_naming_the_options(
     text = refused_before_allocating(
         "mmd", a, b, out, "--pvalue", "--b1", "1000000", "--device", "cpu",
         expect=("--b1/--b2:", "MMDAgg's permutation test of 12 samples", "GiB",
-                "more than the 64.0 MiB of memory available"),
+                "more than the 64.0 MiB (67,108,864 bytes) of memory available"),
     )  # fmt: skip
+    # the estimate in bytes too, beside its readable size
+    estimate = re.search(r"would need about ([0-9.]+) GiB \(([0-9,]+) bytes\)", text)
+    assert estimate, text
+    assert abs(int(estimate[2].replace(",", "")) / 2**30 - float(estimate[1])) < 0.05, text
     assert not out.exists(), text
     assert cli("mmd", a, b, out, "--pvalue", "--b1", "99", "--b2", "99", "--device", "cpu")[0] == 0
 
