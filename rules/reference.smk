@@ -6,6 +6,9 @@
 
 import symbnn.reference.plan
 
+# the report's section for the reference (its entries exist only where a reference was built)
+REFERENCE_CATEGORY = "6 HMC reference"
+
 
 def reference_of(wildcards):
     return experiment_of(wildcards).reference
@@ -80,6 +83,20 @@ rule reference_diagnostics:
         chains=f"{RESULTS}/{{experiment}}/reference/chains.parquet",
         table=f"{RESULTS}/{{experiment}}/reference/diagnostics.parquet",
         summary_md=f"{RESULTS}/{{experiment}}/report/reference_diagnostics.md",
+        chains_html=report(
+            f"{RESULTS}/{{experiment}}/report/reference_chains.html",
+            caption="../report/reference_chains.rst",
+            category=REFERENCE_CATEGORY,
+            subcategory="{experiment}",
+            labels={"table": "HMC chains", "experiment": "{experiment}"},
+        ),
+        side_by_side_html=report(
+            f"{RESULTS}/{{experiment}}/report/reference_diagnostics.html",
+            caption="../report/reference_diagnostics.rst",
+            category=REFERENCE_CATEGORY,
+            subcategory="{experiment}",
+            labels={"table": "R-hat and ESS: raw vs canonical", "experiment": "{experiment}"},
+        ),
     log:
         f"{RESULTS}/{{experiment}}/logs/reference_diagnostics.log",
     benchmark:
@@ -163,6 +180,13 @@ rule reference_mmd_table:
     output:
         table=f"{RESULTS}/{{experiment}}/reference/mmd.parquet",
         summary_md=f"{RESULTS}/{{experiment}}/report/reference_mmd.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/reference_mmd.html",
+            caption="../report/reference_mmd.rst",
+            category=REFERENCE_CATEGORY,
+            subcategory="{experiment}",
+            labels={"table": "MMD vs HMC", "experiment": "{experiment}"},
+        ),
     log:
         f"{RESULTS}/{{experiment}}/logs/reference_mmd_table.log",
     conda:
@@ -175,6 +199,98 @@ rule reference_mmd_table:
         "Tabulating the layer-wise MMD against the {wildcards.experiment} HMC reference"
     script:
         "../workflow_scripts/reference_mmd_table.py"
+
+
+use rule predict as predict_reference with:
+    input:
+        store=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+    output:
+        predictions=directory(f"{RESULTS}/{{experiment}}/reference/predictions.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/predict_reference.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/predict_reference.tsv"
+    params:
+        data=section_params("data"),
+        predictive="sampled",
+    message:
+        "Predicting the test and OOD sets with every HMC reference sample of {wildcards.experiment}"
+
+
+def variant_files(name):
+    """Input function: `name` (predictions.zarr, samples.zarr) of every method's variant."""
+    return lambda wc: [
+        f"{RESULTS}/{wc.experiment}/methods/{m}/{v}/{name}"
+        for m, v in method_variants(wc.experiment)
+    ]
+
+
+rule reference_predictive:
+    input:
+        reference=f"{RESULTS}/{{experiment}}/reference/predictions.zarr",
+        reference_store=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+        target=f"{RESULTS}/{{experiment}}/posterior/predictions.zarr",
+        converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
+        accuracies=accuracies_input(TARGET),
+        predictions=variant_files("predictions.zarr"),
+        samples=variant_files("samples.zarr"),
+    output:
+        units=f"{RESULTS}/{{experiment}}/reference/predictive.parquet",
+        chains=f"{RESULTS}/{{experiment}}/reference/predictive_chains.parquet",
+        table=f"{RESULTS}/{{experiment}}/reference/predictive_summary.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/reference_predictive.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/reference_predictive.html",
+            caption="../report/reference_predictive.rst",
+            category=REFERENCE_CATEGORY,
+            subcategory="{experiment}",
+            labels={"table": "agreement and TV vs HMC", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_predictive.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/reference_predictive.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        kept=kept_target_rows,
+        variants=lambda wc: [list(pair) for pair in method_variants(wc.experiment)],
+    message:
+        "Top-1 agreement and total variation of the {wildcards.experiment} target and methods vs the HMC reference"
+    script:
+        "../workflow_scripts/reference_predictive.py"
+
+
+rule reference_findings:
+    input:
+        units=f"{RESULTS}/{{experiment}}/reference/predictive.parquet",
+        chains=f"{RESULTS}/{{experiment}}/reference/predictive_chains.parquet",
+    output:
+        table=f"{RESULTS}/{{experiment}}/reference/findings.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/reference_findings.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/reference_findings.html",
+            caption="../report/reference_findings.rst",
+            category=REFERENCE_CATEGORY,
+            subcategory="{experiment}",
+            labels={"table": "findings vs HMC", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_findings.log",
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    message:
+        "Deciding whether the {wildcards.experiment} target and each method are close to the HMC reference"
+    script:
+        "../workflow_scripts/reference_findings.py"
 
 
 # asked for by name only (`make run-hmc`): its inputs are planned then, not on every run

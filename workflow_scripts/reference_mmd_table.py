@@ -8,4 +8,5 @@ with log_to(snakemake.log[0]):
     table = reference_mmd_table(list(snakemake.input.summaries))
     write_table(table, snakemake.output.table)
     write_table(table, snakemake.output.summary_md)
+    write_table(table, snakemake.output.summary_html)
     print(table)

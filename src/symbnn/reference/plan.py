@@ -20,7 +20,8 @@ def reference_experiments(config: Config, enabled_only: bool) -> list[str]:
 def experiment_targets(config: Config, experiment: str, variants: list[tuple[str, str]]):
     """The reference's outputs of one experiment: the store, its diagnostics, and the MMD of
     the paper's target and of every method's variant (`variants`: (method, variant) pairs)
-    against it."""
+    against it, their predictive agreement and total variation, and the findings decided on
+    them."""
     root = f"{config.results}/{experiment}"
     targets = [
         f"{root}/reference/hmc.zarr",
@@ -31,7 +32,11 @@ def experiment_targets(config: Config, experiment: str, variants: list[tuple[str
     ]
     for method, variant in variants:
         targets.append(f"{root}/reference/mmd/{method}/{variant}/summary.parquet")
-    targets.append(f"{root}/report/reference_mmd.md")
+    targets += [
+        f"{root}/report/reference_mmd.md",
+        f"{root}/report/reference_predictive.md",
+        f"{root}/report/reference_findings.md",
+    ]
     return targets
 
 

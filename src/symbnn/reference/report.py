@@ -151,6 +151,19 @@ def diagnostics_table(
     )
 
 
+def side_by_side(summary: pl.DataFrame) -> pl.DataFrame:
+    """Per scope: R-hat and ESS of the raw weights beside those of the canonical weights (the
+    same chains before and after the symmetries are removed)."""
+    figures = ("rhat_median", "rhat_max", "ess_bulk_median", "ess_tail_median")
+    raw, canonical = (
+        summary.filter(pl.col("quantity") == kind).select("scope", *figures)
+        for kind in ("raw weights", "canonical weights")
+    )
+    joined = raw.join(canonical, on="scope", how="inner", suffix=" canonical")
+    order = ["scope"] + [c for f in figures for c in (f, f"{f} canonical")]
+    return joined.select(order).rename({f: f"{f} raw" for f in figures})
+
+
 def write_markdown(chains: pl.DataFrame, summary: pl.DataFrame, path: str | os.PathLike) -> None:
     """Both tables on one page, each under its heading."""
     text = (
