@@ -15,8 +15,9 @@
 #                                  restored results up to date for Snakemake (docs/dvc.md: why)
 #   make verify [EXP=NAME]         results on disk are those dvc.lock records, the DVC cache
 #                                  objects match their hashes, stores read whole; fails when
-#                                  there is nothing to verify, when an output dvc.lock records
-#                                  is missing, or when dvc.lock cannot be read
+#                                  there is nothing to verify, when any file dvc.lock records
+#                                  is missing (but for what make pull-experiment EXP=NAME left
+#                                  out on purpose, with EXP=NAME), or when dvc.lock cannot be read
 #   make dvc-remote DVC_REMOTE=X   use X (a path or URL) as the remote of this checkout only
 #                                  (saved in .dvc/config.local)
 #   make upgrade-stores            stores of the format before the digest (e.g. pulled from an
@@ -37,6 +38,8 @@ DVC_RESULTS ?= $(shell $(DVC_PY) -c 'import yaml; print(yaml.safe_load(open("con
 DVC = $(DVC_PY) -m dvc
 DVC_SNAKEMAKE = $(DVC_PY) -m snakemake
 DVC_EXP_CONFIG = $(if $(EXP),--config 'run=["$(EXP)"]')
+# What `make pull-experiment` pulls of the experiment's folder.
+PULLED_PARTS = $(foreach part,$(CHECKPOINTS) logs benchmarks,$(DVC_RESULTS)/$(EXP)/$(part))
 export DVC_NO_ANALYTICS := 1
 
 .PHONY: record push pull pull-experiment adopt verify dvc-remote upgrade-stores
@@ -115,6 +118,9 @@ run = subprocess.run([sys.executable, "-c", os.environ["DVC_CLI"], "pull", *sys.
 lines = (run.stdout + run.stderr).strip().splitlines()
 if run.returncode == 0:
     print("\n".join(line for line in lines if not line.startswith(("A ", "M ", "D "))))
+    if not sys.argv[1:]:  # everything: nothing is left out on purpose any more
+        from symbnn.pulled import forget_partial_pulls
+        forget_partial_pulls()
     sys.exit(0)
 url = os.environ.get("DVC_REMOTE", "")
 if not url:
@@ -191,9 +197,11 @@ endef
 
 # What `make verify` checks, in order: the target is on disk and dvc.lock records it; every
 # DVC cache object of it (and each directory's file listing) hashes to its name; the files DVC
-# finds changed or missing inside a store that is on disk, or changed anywhere; every store on
-# disk read chunk by chunk (symbnn.store's validate: checksums, NaN). Remedies printed are
-# per file and never delete anything: a damaged cache object is moved aside, not removed.
+# finds changed or missing inside a store that is on disk, or changed anywhere; every file it
+# records is on disk, but for the parts of an experiment's folder `make pull-experiment` left
+# out on purpose when the target is that folder (EXP=NAME); every store on disk read chunk by
+# chunk (symbnn.store's validate: checksums, NaN). Remedies printed are per file and never
+# delete anything: a damaged cache object is moved aside, not removed.
 define DVC_VERIFY
 import hashlib, json, os, subprocess, sys
 from pathlib import Path
@@ -211,8 +219,12 @@ lock = Path("dvc.lock")
 if not lock.is_file():
     sys.exit("verify: FAILED: no dvc.lock: no results are recorded to verify against (make push records them)")
 from symbnn.predictions import validate_any
-from symbnn.pulled import LockError, locked_outputs
+from symbnn.pulled import LockError, locked_outputs, partially_pulled, pulled_parts
 from symbnn.store import StoreError
+# what `make pull-experiment` pulled, when the target is an experiment it pulled in part
+parts = pulled_parts(str(root))
+def wanted(path):
+    return parts is None or any(Path(path).is_relative_to(part) for part in parts)
 try:
     locked = locked_outputs(lock)
 except LockError as exc:
@@ -226,7 +238,7 @@ from dvc.repo import Repo
 cache = Path(os.path.relpath(Repo(".").cache.local.path))
 def cached(md5):
     return cache / md5[:2] / md5[2:]
-recorded, damaged, uncached = {}, [], 0
+recorded, damaged, unlisted, uncached = {}, [], [], 0
 for out, md5 in outs.items():
     if not md5:
         sys.exit(f"verify: FAILED: dvc.lock records no hash for {out} (make push records it)")
@@ -234,15 +246,18 @@ for out, md5 in outs.items():
         recorded[out] = md5
         continue
     listing = cached(md5)
-    if not listing.is_file():
-        sys.exit(f"verify: FAILED: the DVC cache lacks the file listing of {out} ({listing});\n"
-                 f"        dvc fetch {out} downloads it")
+    if not listing.is_file():  # its files cannot be told; a missing output is named as such
+        if out not in missing:
+            unlisted.append(f"  {out} ({listing}; dvc fetch {out} downloads it)")
+        continue
     if md5sum(listing) + ".dir" != md5:
         sys.exit(f"verify: FAILED: the DVC cache object {listing} (the file listing of {out}) is damaged;\n"
                  f"        mv {listing} {listing}.damaged && dvc fetch {out}")
     for entry in json.loads(listing.read_text()):
         recorded[f"{out}/{entry['relpath']}"] = entry["md5"]
 recorded = {path: md5 for path, md5 in recorded.items() if Path(path).is_relative_to(root)}
+left_out = {path for path in recorded if not wanted(path) and not Path(path).exists()}
+recorded = {path: md5 for path, md5 in recorded.items() if path not in left_out}
 checked = {}
 for path, md5 in sorted(recorded.items()):
     obj = cached(md5)
@@ -264,15 +279,32 @@ def in_store(path):
 bad = [(state, path) for state in ("modified", "added") for path in changed.get(state, [])
        if Path(path).is_relative_to(root) and not path.endswith("/")]
 bad += [("deleted", path) for path in changed.get("deleted", []) if in_store(path)]
-absent = [path for path in changed.get("deleted", []) if Path(path).is_relative_to(root) and not in_store(path)]
-if recorded and len([p for p in absent if not p.endswith("/")]) >= len(recorded):
+absent = [path for path in changed.get("deleted", []) if Path(path).is_relative_to(root)
+          and not in_store(path) and not path.endswith("/") and path not in left_out
+          and not any(Path(path).is_relative_to(out) for out in missing)]  # named below
+if recorded and len(absent) >= len(recorded):
     sys.exit(f"verify: FAILED: none of the {len(recorded)} file(s) dvc.lock records under {root} is on disk\n"
              "        (make pull, or make pull-experiment EXP=NAME, downloads them)")
+GET = "make pull or dvc pull downloads them; make run recomputes them"
 if missing:
-    print("verify: these outputs dvc.lock records are not on disk (make pull downloads them):")
+    print(f"verify: these outputs dvc.lock records are not on disk ({GET}):")
     print("\n".join(f"  {out}" for out in missing))
 if absent:
-    print(f"verify: {len(absent)} tracked path(s) under {root} are not on disk (not pulled, or removed)")
+    print(f"verify: {len(absent)} file(s) dvc.lock records under {root} are not on disk ({GET}):")
+    print("\n".join(f"  {path}" for path in sorted(absent)[:10]))
+    if len(absent) > 10:
+        print(f"  ... and {len(absent) - 10} more")
+if unlisted:
+    print(f"verify: the local DVC cache lacks the file listing of these outputs, so their files "
+          f"cannot be checked ({GET}):")
+    print("\n".join(unlisted))
+for folder in partially_pulled() if missing or absent or unlisted else ():
+    if Path(folder).is_relative_to(root) and folder != str(root):
+        print(f"verify: make pull-experiment pulled part of {folder} on purpose: "
+              f"make verify EXP={Path(folder).name} checks what it pulled")
+if left_out:
+    print(f"verify: {len(left_out)} file(s) under {root} were left out on purpose by make "
+          f"pull-experiment (pulled: {', '.join(parts)}); make pull downloads them")
 if uncached:
     print(f"verify: {uncached} tracked file(s) under {root} have no copy in the local DVC cache (dvc fetch downloads them)")
 if damaged:
@@ -301,9 +333,11 @@ for store in stores:
     except StoreError as exc:
         invalid += 1
         print(f"INVALID: {exc}")
-if bad or invalid or damaged or missing:
-    sys.exit(f"verify: FAILED ({len(missing)} missing output(s), {len(bad)} changed file(s), "
-             f"{len(damaged)} damaged cache object(s), {invalid} invalid store(s))")
+if bad or invalid or damaged or missing or absent or unlisted:
+    sys.exit(f"verify: FAILED ({len(missing)} missing output(s), {len(absent)} missing file(s), "
+             f"{len(bad)} changed file(s), {len(damaged)} damaged cache object(s), "
+             f"{invalid} invalid store(s)"
+             + (f", {len(unlisted)} output(s) without a file listing)" if unlisted else ")"))
 print(f"verify: {len(stores)} store(s) OK, {len(checked)} cache object(s) match their hashes")
 endef
 export DVC_VERIFY
@@ -345,7 +379,10 @@ pull-experiment: $(DVC_STAMP)
 	@$(DVC_PY) -c "$$DVC_EXPERIMENT_GUARD" '$(EXP)'
 	@# with the experiment's logs and benchmarks (small): `make adopt` would otherwise write
 	@# empty logs in their place, which DVC then sees as changed results
-	$(DVC_CALL) pull $(foreach part,$(CHECKPOINTS) logs benchmarks,$(DVC_RESULTS)/$(EXP)/$(part))
+	$(DVC_CALL) pull $(PULLED_PARTS)
+	@# what make verify EXP=NAME then lets be absent: the rest of the experiment's folder
+	@$(DVC_PY) -c 'import sys; from symbnn.pulled import record_partial_pull; record_partial_pull(sys.argv[1], sys.argv[2:])' \
+	  $(DVC_RESULTS)/$(EXP) $(PULLED_PARTS)
 	$(dvc_adopt)
 
 adopt: $(DVC_STAMP)

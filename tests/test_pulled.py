@@ -84,3 +84,15 @@ def test_folder_not_as_recorded_is_checked_again_only_once_it_changes(restored, 
     status({})
     assert pulled.adopt_pulled_results(WORKFLOW, ["results/a"]) == ["results/a"]
     assert len(calls) == 3
+
+
+def test_a_partial_pull_is_remembered_until_a_whole_pull(tmp_path, monkeypatch):
+    """What `make pull-experiment` pulled (make verify EXP=NAME lets the rest be absent)."""
+    monkeypatch.chdir(tmp_path)
+    assert pulled.pulled_parts("results/a") is None
+    pulled.record_partial_pull("results/a/", ["results/a/posterior", "results/a/logs/"])
+    pulled.record_partial_pull("results/b", ["results/b/modes"])
+    assert pulled.pulled_parts("results/a") == ["results/a/logs", "results/a/posterior"]
+    assert sorted(pulled.partially_pulled()) == ["results/a", "results/b"]
+    pulled.forget_partial_pulls()
+    assert pulled.partially_pulled() == {} and pulled.pulled_parts("results/b") is None

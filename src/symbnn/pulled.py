@@ -33,6 +33,9 @@ STAMP = Path(".snakemake") / "symbnn-adopted.json"
 # hashes them, so it runs again only once they (or dvc.lock) change.
 NOT_AS_RECORDED = Path(".snakemake") / "symbnn-not-adopted.json"
 PROVENANCE = ".snakemake/metadata"
+# The parts of a result folder that `make pull-experiment` pulled on purpose, by folder: `make
+# verify EXP=NAME` lets the rest of that folder be absent; `make pull` forgets them.
+PARTIAL_PULLS = Path(".snakemake") / "symbnn-partial-pulls.json"
 
 
 class LockError(ValueError):
@@ -70,6 +73,28 @@ def read_record(path: Path) -> dict[str, Any]:
 def write_record(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(record, indent=1))
+
+
+def record_partial_pull(folder: str, parts: list[str]) -> None:
+    """Remember that only ``parts`` of the result ``folder`` were pulled, on purpose."""
+    pulled = sorted(str(Path(part)) for part in parts)
+    write_record(PARTIAL_PULLS, {**read_record(PARTIAL_PULLS), str(Path(folder)): pulled})
+
+
+def forget_partial_pulls() -> None:
+    """A whole pull: nothing is left out on purpose any more."""
+    PARTIAL_PULLS.unlink(missing_ok=True)
+
+
+def partially_pulled() -> dict[str, list[str]]:
+    """{result folder: the parts of it `make pull-experiment` pulled} since the last whole pull."""
+    return read_record(PARTIAL_PULLS)
+
+
+def pulled_parts(folder: str) -> list[str] | None:
+    """The parts of ``folder`` that `make pull-experiment` pulled; None when it was not
+    pulled in part."""
+    return partially_pulled().get(str(Path(folder)))
 
 
 def mark_adopted(lock: Path = LOCK) -> None:

@@ -272,11 +272,26 @@ def test_verify_fails_when_an_output_is_missing(two_outputs, tmp_path):
         result = make(two_outputs, "verify")
         text = result.stdout + result.stderr
         assert result.returncode != 0, text
-        assert "not on disk (make pull downloads them):\n  results/f" in text
-        assert "verify: FAILED (1 missing output(s)" in text and "Traceback" not in text
+        remedy = "make pull or dvc pull downloads them; make run recomputes them"
+        assert f"not on disk ({remedy}):\n  results/f\n" in text
+        # its files are not listed again, one by one
+        assert "verify: FAILED (1 missing output(s), 0 missing file(s)" in text, text
+        assert "Traceback" not in text
         assert make(two_outputs, "verify", "EXP=e").returncode == 0  # the one on disk is fine
     finally:
         shutil.move(tmp_path / "f", two_outputs / "results" / "f")
+    # one file of an output that is on disk: a failure too, with or without EXP
+    table = two_outputs / "results" / "e" / "table.csv"
+    shutil.move(table, tmp_path / "table.csv")
+    try:
+        for target in ([], ["EXP=e"]):
+            result = make(two_outputs, "verify", *target)
+            text = result.stdout + result.stderr
+            assert result.returncode != 0, text
+            assert f"not on disk ({remedy}):\n  results/e/table.csv\n" in text
+            assert "verify: FAILED (0 missing output(s), 1 missing file(s)" in text
+    finally:
+        shutil.move(tmp_path / "table.csv", table)
 
 
 @pytest.mark.parametrize(

@@ -398,6 +398,26 @@ def test_pull_one_experiments_checkpoints(origin):
     ):
         assert f"OK: results/tiny-a/{store}.zarr" in verified
     assert "verify: 4 store(s) OK" in verified
+    # the rest of the folder was left out on purpose: said, and no failure (make checked it)
+    assert re.search(
+        r"verify: \d+ file\(s\) under results/tiny-a were left out on purpose", verified
+    )
+    # a plain `make verify` (all the results) fails on what is not pulled, saying what to do
+    whole = make(target, "verify", check=False)
+    assert whole.returncode != 0, out(whole)
+    assert "make pull or dvc pull downloads them; make run recomputes them" in out(whole)
+    assert "make verify EXP=tiny-a checks what it pulled" in out(whole)
+    # a file missing from what was pulled fails the experiment's verify
+    log = target / "results/tiny-a/logs/train_shard/000.log"
+    kept = log.read_bytes()
+    log.unlink()
+    try:
+        missing = make(target, "verify", "EXP=tiny-a", check=False)
+        assert missing.returncode != 0, out(missing)
+        assert "results/tiny-a/logs/train_shard/000.log" in out(missing)
+        assert "1 missing file(s)" in out(missing)
+    finally:
+        log.write_bytes(kept)
 
 
 def test_truncated_or_missing_chunk_is_detected(pulled):
