@@ -100,3 +100,9 @@ screenshots: $(STAMP)
 run-hmc: $(STAMP)
 	@$(BIN)/snakemake --cores $(CORES) reference_all
 	@echo "HMC reference: results/*/report/reference_diagnostics.md and reference_mmd.md"
+
+# Why each job of the next `make run` would run, one line per job: the settings whose values
+# changed (old -> new), the inputs changed or rebuilt first, or the missing output.
+.PHONY: why
+why: $(STAMP)
+	@$(BIN)/symbnn why
