@@ -265,6 +265,39 @@ rule reference_predictive:
         "../workflow_scripts/reference_predictive.py"
 
 
+rule reference_metrics:
+    input:
+        predictions=f"{RESULTS}/{{experiment}}/reference/predictions.zarr",
+        store=f"{RESULTS}/{{experiment}}/reference/hmc.zarr",
+    output:
+        table=f"{RESULTS}/{{experiment}}/reference/metrics.parquet",
+        summary_md=f"{RESULTS}/{{experiment}}/report/reference_metrics.md",
+        summary_html=report(
+            f"{RESULTS}/{{experiment}}/report/reference_metrics.html",
+            caption="../report/reference_metrics.rst",
+            category=REFERENCE_CATEGORY,
+            subcategory="{experiment}",
+            labels={"table": "HMC uncertainty metrics", "experiment": "{experiment}"},
+        ),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/reference_metrics.log",
+    benchmark:
+        f"{RESULTS}/{{experiment}}/benchmarks/reference_metrics.tsv"
+    conda:
+        "../envs/symbnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        score=section_params("metrics", "ood_score"),
+        bins=section_params("metrics", "bins"),
+    message:
+        "Uncertainty metrics of the {wildcards.experiment} HMC reference's predictions"
+    script:
+        "../workflow_scripts/reference_metrics.py"
+
+
 rule reference_findings:
     input:
         units=f"{RESULTS}/{{experiment}}/reference/predictive.parquet",

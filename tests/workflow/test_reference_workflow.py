@@ -120,7 +120,13 @@ def test_reference_chains_and_diagnostics_end_to_end(tmp_path):
     assert findings["compared"].to_list() == ["target", "de"]
     assert findings["verdict"].to_list() == ["within noise", "within noise"]
     assert all("cannot reach p < 0.05" in text for text in findings["figures"].to_list())
-    for page in ("chains", "diagnostics", "mmd", "predictive", "findings"):
+    # Table 1's uncertainty metrics of HMC: all chains as one posterior, then chain by chain
+    metrics = pl.read_parquet(results / "reference/metrics.parquet")
+    assert metrics["scope"].to_list() == ["all chains"] + ["one chain"] * CHAINS
+    assert metrics["n_samples"].to_list() == [CHAINS * DRAWS] + [DRAWS] * CHAINS
+    assert ((metrics["accuracy"] >= 0) & (metrics["accuracy"] <= 1)).all()
+    assert (metrics["nll"] > 0).all()
+    for page in ("chains", "diagnostics", "mmd", "predictive", "metrics", "findings"):
         assert "<table" in (results / f"report/reference_{page}.html").read_text(), page
     side = (results / "report/reference_diagnostics.html").read_text()
     assert "rhat_median raw" in side and "rhat_median canonical" in side

@@ -35,6 +35,7 @@ def experiment_targets(config: Config, experiment: str, variants: list[tuple[str
     targets += [
         f"{root}/report/reference_mmd.md",
         f"{root}/report/reference_predictive.md",
+        f"{root}/report/reference_metrics.md",
         f"{root}/report/reference_findings.md",
     ]
     return targets
