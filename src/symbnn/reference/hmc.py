@@ -36,6 +36,9 @@ import numpy as np
 import torch
 
 from symbnn.reference.adaptation import DualAveraging, log_accept, reasonable_step_sizes
+from symbnn.settings.hmc import Reference
+
+REFERENCE = Reference()  # the configuration's defaults, declared once in the settings layer
 
 # positions (k, D) float64 -> (U (k,), grad U (k, D)), both float64
 Potential = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -51,9 +54,9 @@ class HmcSettings:
     `step_jitter` the fraction by which each trajectory's step size is drawn around it."""
 
     burn_in: int = 20
-    draws: int = 40
-    leapfrog_steps: int = 10
-    target_accept: float = 0.65
+    draws: int = REFERENCE.draws
+    leapfrog_steps: int = REFERENCE.leapfrog_steps
+    target_accept: float = REFERENCE.target_accept
     step_size: float | None = None
     search_start: float = 1e-3
     step_jitter: float = 0.1

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from symbnn.data.core import ImageData, TensorData
-from symbnn.reference.hmc import HmcRun, HmcSettings, run_chains
+from symbnn.reference.hmc import REFERENCE, HmcRun, HmcSettings, run_chains
 from symbnn.train.batched import stacked_net
 from symbnn.train.batches import batch_bounds
 from symbnn.train.flat import FlatStack
@@ -102,7 +102,7 @@ class FullBatchPotential:
         layout: Layout,
         k: int,
         precision: float,
-        temperature: float = 1.0,
+        temperature: float = REFERENCE.temperature,
         piece: int = DEFAULT_PIECE,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
@@ -167,7 +167,7 @@ def sample_network(
     settings: HmcSettings,
     precision: float,
     *,
-    temperature: float = 1.0,
+    temperature: float = REFERENCE.temperature,
     piece: int = DEFAULT_PIECE,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
