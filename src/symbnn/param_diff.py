@@ -78,9 +78,13 @@ def _likeness(old: Any, new: Any) -> int:
     return 1 if type(old) is type(new) else 0
 
 
-def paired(only_old: list[str], only_new: list[tuple[str, str]]) -> list[tuple[str, Any, Any]]:
+def paired(
+    only_old: list[str], only_new: list[tuple[str, str]], complete: bool = True
+) -> list[tuple[str, Any, Any]]:
     """(name, old value, new value) for each changed param: ``only_new`` as (name, repr),
-    each paired with the most alike of ``only_old`` (ABSENT where none is left)."""
+    each paired with the most alike of ``only_old`` (ABSENT where none is left). A recorded
+    value left over is a param no longer given, unless the new ones are not ``complete``
+    (some are known only later)."""
     left = [recorded_value(text) for text in only_old]
     pairs = []
     for name, text in only_new:
@@ -90,15 +94,18 @@ def paired(only_old: list[str], only_new: list[tuple[str, str]]) -> list[tuple[s
             pairs.append((name, left.pop(scores.index(max(scores))), new))
         else:
             pairs.append((name, ABSENT, new))
-    pairs += [("(a param no longer given)", old, ABSENT) for old in left]
+    if complete:
+        pairs += [("(a param no longer given)", old, ABSENT) for old in left]
     return pairs
 
 
-def changed_params(only_old: list[str], only_new: list[tuple[str, str]]) -> list[str]:
+def changed_params(
+    only_old: list[str], only_new: list[tuple[str, str]], complete: bool = True
+) -> list[str]:
     """``path old -> new`` for every setting that differs, the param's name first (at most
-    MAX_SHOWN, then "+N more")."""
+    MAX_SHOWN, then "+N more"); ``complete`` as for `paired`."""
     lines = []
-    for name, old, new in paired(sorted(only_old), only_new):
+    for name, old, new in paired(sorted(only_old), only_new, complete):
         if old is UNREADABLE or new is UNREADABLE:
             lines.append(f"{name} changed")
             continue

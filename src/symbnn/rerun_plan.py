@@ -12,6 +12,7 @@ Snakemake's API and two of its workflow methods that `--list-changes` calls itse
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from symbnn.param_diff import changed_params
 
 # Input files named per reason before "+N more".
 FILES_SHOWN = 2
+# How Snakemake writes a param it can compute only once a checkpoint has run.
+TO_BE_DETERMINED = repr("<TBD>")
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ def planned_jobs(snakefile: Path, targets: list[str], config: dict[str, Any]) ->
         ResourceSettings,
     )
 
-    output = OutputSettings(dryrun=True, quiet={Quietness.ALL})
+    # Snakemake's progress lines ("Building DAG of jobs...") hidden, its warnings kept
+    output = OutputSettings(dryrun=True, quiet={Quietness.ALL}, log_level_override=logging.WARNING)
     with SnakemakeApi(output) as api:
         workflow_api = api.workflow(
             resource_settings=ResourceSettings(cores=1),
@@ -90,7 +94,11 @@ def planned_jobs(snakefile: Path, targets: list[str], config: dict[str, Any]) ->
 
 
 def _reasons(workflow: Any, reason: Any, job: Any) -> list[str]:
-    """Snakemake's reason for running `job`, in words, each part once."""
+    """Why `job` runs, in words: Snakemake's reason, and the settings and input files that
+    changed since its outputs were made. Snakemake compares those only for a job that has no
+    other reason to run, so that a job whose input is rebuilt first would hide its own edited
+    setting: they are compared here for every job, as Snakemake compares them."""
+    persistence = workflow.persistence
     told = []
     if reason.forced:  # only incomplete outputs are forced here
         told.append("incomplete output (its job was interrupted)")
@@ -101,15 +109,19 @@ def _reasons(workflow: Any, reason: Any, job: Any) -> list[str]:
         told.append("missing output" if whole else f"missing output {files(absent)}")
     if reason.incomplete_output:
         told.append(f"incomplete output {files(reason.incomplete_output)}")
+    # a job reading a checkpoint's output that is rebuilt first: its input files, and the
+    # params computed from them, are known only once the checkpoint has run
+    pending = any(f.flags.get("checkpoint_target") for f in job.input)
+    change = reason.params_changed or persistence.params_changed(job)
+    if change:
+        told += _params_change(change, job)
+    if not pending and (reason.input_changed or any(persistence.input_changed(job))):
+        told.append(_input_set_change(workflow, job))
     newer = set(reason.updated_input) - set(reason.updated_input_run)
     if newer:
         told.append(f"input newer than the output: {files(newer)}")
     if reason.updated_input_run:
         told.append(f"input rebuilt first: {files(reason.updated_input_run)}")
-    if reason.input_changed:
-        told.append(_input_set_change(workflow, job))
-    if reason.params_changed:
-        told += _params_change(reason.params_changed, job)
     if reason.code_changed:
         told.append("code changed (the rule, or its script is newer than the output)")
     if reason.software_stack_changed:
@@ -132,7 +144,13 @@ def _input_set_change(workflow: Any, job: Any) -> str:
 
 
 def _params_change(change: Any, job: Any) -> list[str]:
-    """The settings whose values changed, by the names the rule gives its params."""
+    """The settings whose values changed, by the names the rule gives its params; those
+    computed from a checkpoint's output that is rebuilt first are named as not known yet."""
     names = {repr(value): name for name, value in job.params.items()}
     only_new = [(names.get(text, "params"), text) for text in sorted(change.only_new)]
-    return changed_params(list(change.only_old), only_new) or ["params changed"]
+    later = [name for name, text in only_new if text == TO_BE_DETERMINED]
+    known = [(name, text) for name, text in only_new if text != TO_BE_DETERMINED]
+    told = changed_params(list(change.only_old), known, complete=not later)
+    if later:
+        told.append(f"{', '.join(later)}: known once the checkpoint it reads has run")
+    return told or ["params changed"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def _why(args) -> int:
     from snakemake.cli import parse_config
-    from snakemake.exceptions import WorkflowError
+    from snakemake.exceptions import RuleException, WorkflowError
 
     from symbnn.rerun_plan import planned_jobs
 
@@ -22,7 +22,7 @@ def _why(args) -> int:
         raise ValueError(f"--config: {exc}") from None
     try:
         jobs = planned_jobs(args.snakefile, args.targets, config)
-    except WorkflowError as exc:  # Snakemake's own message names the rule or file
+    except (WorkflowError, RuleException) as exc:  # Snakemake's message names the rule or file
         raise ValueError(" ".join(str(exc).split())) from None
     if not jobs:
         print("nothing to run: every output is up to date")
@@ -48,10 +48,11 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--config",
-        nargs="+",
+        action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override config.yaml, as `snakemake --config` does (e.g. 'run=[\"smoke\"]')",
+        help="override config.yaml, as `snakemake --config` does (e.g. 'run=[\"smoke\"]'); "
+        "repeat it for more keys",
     )
     parser.add_argument(
         "--snakefile",
