@@ -1,7 +1,7 @@
 """What a run prints (`--logger symbnn`, set by profiles/default): on a terminal one live view
 (jobs done / total, running jobs, elapsed, time left) and few lines; elsewhere Snakemake's own
 plain log, unchanged. (The real workflow on a terminal: the resumed run of
-tests/workflow/test_workflow_runs.py.)"""
+tests/workflow/test_workflow.py.)"""
 
 import re
 import sys

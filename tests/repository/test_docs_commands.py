@@ -260,7 +260,7 @@ def test_result_commands_are_few_and_known():
 # that each target exists and its recipe expands.
 RUN_ELSEWHERE = {
     "run": "hours of training: tests/workflow/test_workflow.py runs the workflow on a tiny config, "
-    "tests/workflow/test_workflow_runs.py resumes a killed run on a terminal",
+    "and resumes a killed run on a terminal",
     "test": "the whole suite, which this test is part of",
     "test-fast": "the unit tests, which this test is part of",
     "install": "builds .venv with torch (minutes, network): a fresh machine's `make test` runs it",

@@ -1,15 +1,22 @@
-"""The workflow end to end on a tiny configuration, as `snakemake` subprocesses."""
+"""The workflow end to end on a tiny configuration, as `snakemake` subprocesses; a killed run
+resumed on a terminal writes the same bytes as the uninterrupted one."""
 
+import os
+import re
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import REDRAWN, plan_in_process
+from conftest import REDRAWN, SNAKEMAKE, plan_in_process
 from conftest import run_snakemake as snakemake
 from conftest import tiny_workflow_config as tiny_config
+from console import ESCAPE, Screen, plugin_environment, run_in_terminal
 from documented_commands import result_commands, run_result_command
 
 from symbnn.methods import registry
@@ -99,6 +106,73 @@ def test_rerunning_one_shard_keeps_the_others(finished_run, tmp_path):
     assert np.array_equal(
         again,
         open_store(finished_run / "results/tiny/posterior/shards/001.zarr").read("conv1.weight"),
+    )
+
+
+def result_files(workdir):
+    """The files of a run's results, but each job's log and timing (logs/, benchmarks/) and
+    Snakemake's empty timestamp files: what must come out the same bytes in every run."""
+    return sorted(
+        path.relative_to(workdir)
+        for path in (workdir / "results").rglob("*")
+        if path.is_file()
+        and path.name != ".snakemake_timestamp"
+        and not {"logs", "benchmarks"} & set(path.relative_to(workdir).parts)
+    )
+
+
+def test_killed_run_resumes_on_a_terminal_to_the_same_bytes(finished_run, tmp_path):
+    """A SIGKILL in the middle of training leaves no half-written store; the rerun resumes,
+    started on a terminal as `make run` starts it: the repository's profile shows its live
+    view (jobs done / total, running, elapsed) and ends in few lines. Every file the resumed
+    run writes has the bytes of the same file of the uninterrupted run (finished_run: the
+    same configuration, run by other processes), so DVC sees no change."""
+    shutil.copy(finished_run / "config.yaml", tmp_path / "config.yaml")
+    process = subprocess.Popen(
+        [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    logs = tmp_path / "results" / "tiny" / "logs" / "train_shard"
+    deadline = time.time() + 120
+    while not (logs.exists() and any(logs.iterdir())) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # let the job get into training
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    shards = tmp_path / "results" / "tiny" / "posterior" / "shards"
+    for shard in ("000", "001"):
+        path = shards / f"{shard}.zarr"
+        if path.exists():  # a shard that finished before the kill must be complete
+            open_store(path).validate()
+    assert not (tmp_path / "results" / "tiny" / "posterior" / "target.zarr").exists()
+    snakemake(tmp_path, "--unlock")  # a SIGKILL leaves Snakemake's lock behind
+    # the default profile sets rerun-incomplete; the stages after the store are not the point
+    target = "results/tiny/posterior/target.zarr"
+    argv = [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2", target]
+    status, raw = run_in_terminal(argv, REPO, plugin_environment())
+    assert status == 0, raw[-5000:]
+    text = ESCAPE.sub("", raw)
+    assert re.search(r"\d+/\d+ jobs done, \d+ running, elapsed", text), text[-3000:]
+    screen = Screen(120)
+    screen.feed(raw)
+    lines = screen.shown()
+    assert re.match(r"\d+ of \d+ jobs done in ", lines[-1]), lines[-10:]
+    assert len(lines) < 100, "\n".join(lines)
+    store = open_store(tmp_path / target)
+    store.validate()
+    assert store.n_samples == 4
+    resumed = result_files(tmp_path)
+    for store in (target, "results/tiny/posterior/shards/001.zarr"):
+        assert Path(store, "zarr.json") in resumed, resumed
+    differ = [
+        path
+        for path in resumed
+        if (tmp_path / path).read_bytes() != (finished_run / path).read_bytes()
+    ]
+    assert not differ, (
+        f"{len(differ)} of {len(resumed)} files differ from the uninterrupted run: {differ[:10]}"
     )
 
 
