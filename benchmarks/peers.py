@@ -98,28 +98,35 @@ def _metrics_jobs(ctx: Context, swag_probs) -> list[tuple[str, Callable[[int], l
 
 def run_jobs(ctx: Context, jobs: list[str], threads: list[int]) -> list[Row]:
     """Every job at every thread count, in JOBS order (SWAG before the metrics, whose second
-    case is its predictions)."""
-    rows: list[Row] = []
-    swag_probs = None
+    case is its predictions; its rows after theirs)."""
 
-    def each_count(job: Callable[[int], list[Row]]) -> None:
+    def each_count(job: Callable[[int], list[Row]]) -> list[Row]:
+        rows = []
         for n in threads:
+            start = time.perf_counter()
             with at_threads(n):
-                rows.extend(job(n))
+                found = job(n)
+            rows += found
+            took = time.perf_counter() - start
+            count = f"{n} thread{'s' * (n > 1)}"
+            print(f"{found[0].job} at {count}: {took:.0f} s", file=sys.stderr, flush=True)
+        return rows
 
+    rows: list[Row] = []
     if "alignment" in jobs:
         for case in CASES:
-            each_count(lambda n, case=case: rows_alignment(ctx, case, n))
-    swag_rows: list[Row] = []
-    if "swag" in jobs:
-        for n in threads:
-            with at_threads(n):
-                found, probs = rows_swag(ctx, n)
-            swag_rows += found
-            swag_probs = swag_probs or probs
+            rows += each_count(lambda n, case=case: rows_alignment(ctx, case, n))
+    swag_probs: list = []
+
+    def swag(n: int) -> list[Row]:
+        found, probs = rows_swag(ctx, n)
+        swag_probs.append(probs)
+        return found
+
+    swag_rows = each_count(swag) if "swag" in jobs else []
     if "metrics" in jobs:
-        for _, job in _metrics_jobs(ctx, swag_probs):
-            each_count(job)
+        for _, job in _metrics_jobs(ctx, swag_probs[0] if swag_probs else None):
+            rows += each_count(job)
     rows += swag_rows
     for name, job in (
         ("dropout", rows_dropout),
@@ -128,7 +135,7 @@ def run_jobs(ctx: Context, jobs: list[str], threads: list[int]) -> list[Row]:
         ("laplace", rows_laplace),
     ):
         if name in jobs:
-            each_count(lambda n, job=job: job(ctx, n))
+            rows += each_count(lambda n, job=job: job(ctx, n))
     return rows
 
 
