@@ -34,6 +34,7 @@ include: "rules/mmd.smk"
 include: "rules/report.smk"
 include: "rules/analyses.smk"
 include: "rules/alignment.smk"
+include: "rules/reference_common.smk"
 include: "rules/reference.smk"
 
 
