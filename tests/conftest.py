@@ -153,9 +153,9 @@ def tiny_experiment(n_samples, shard_size=2):
     # every network kept; callers that want the plateau check set their own
     tiny["posterior"].pop("plateau_seeds", None)
     tiny["posterior"].pop("max_below_median", None)
-    # callers that want the MMD check, the methods or the alignment analyses set their own,
-    # tiny, sections
-    for section in ("mmd", "methods", "alignment"):
+    # callers that want the MMD check, the methods, the alignment analyses or the HMC
+    # reference set their own, tiny, sections
+    for section in ("mmd", "methods", "alignment", "reference"):
         tiny.pop(section, None)
     return tiny
 
