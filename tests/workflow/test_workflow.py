@@ -6,6 +6,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -493,6 +494,55 @@ def test_config_edits_rerun_exactly_what_they_change(finished_run, tmp_path, nam
         assert per_method and all(word in path for path in per_method), per_method
     if name == "recipe lr":
         assert rules >= TRAINING
+
+
+def why(workdir, *args):
+    """`symbnn why` run in ``workdir``: its lines."""
+    command = [sys.executable, "-m", "symbnn.cli", "why", "--snakefile", str(REPO / "Snakefile")]
+    result = subprocess.run(
+        [*command, *args], cwd=workdir, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_why_an_up_to_date_run_has_nothing_to_run(finished_run):
+    assert why(finished_run) == ["nothing to run: every output is up to date"]
+
+
+def test_why_names_the_jobs_of_a_rerun_table_edit_and_the_setting(finished_run, tmp_path):
+    """`symbnn why` after the table's "dropout rate" edit and one removed output: one line per
+    job the table expects, each naming the setting old -> new or the input rebuilt first, and
+    "missing output" for the removed file."""
+    edit, expected, _, word = RERUNS["dropout rate"]
+    workdir = tmp_path / "copy"
+    shutil.copytree(finished_run, workdir, symlinks=True)
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    edit(config)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (workdir / "results" / "tiny" / "report" / "symmetry_counts.md").unlink()
+
+    *lines, count = why(workdir)
+    assert count == f"{len(lines)} job(s) to run"
+    by_rule = {}
+    for line in lines:
+        rule, _, rest = line.partition(" ")
+        by_rule.setdefault(rule, []).append(rest)
+    assert set(by_rule) == expected | {"symmetry_counts"}, lines
+    (counts,) = by_rule["symmetry_counts"]
+    assert counts.endswith(": missing output results/tiny/report/symmetry_counts.md"), counts
+    for rule, rests in by_rule.items():
+        if rule not in ("method_tables", "symmetry_counts"):
+            # this method's jobs only, every one
+            assert all(word in rest.partition(":")[0] for rest in rests), rests
+            assert "/laplace/" not in " ".join(rests)
+    # the jobs whose params hold the rate name it, old -> new; what reads their outputs says so
+    for rule in ("fit", "sample"):
+        assert all("settings.rate 0.2 -> 0.3" in rest for rest in by_rule[rule]), by_rule[rule]
+    assert all(
+        "input rebuilt first: results/tiny/methods/dropout/" in rest
+        for rest in by_rule["predict"] + by_rule["metrics"]
+    )
 
 
 def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run, tmp_path):
