@@ -11,17 +11,24 @@ small network on one torch thread whatever the process's count (`symbnn.threads`
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import torch
 from peer_context import Context, model_with
-from peer_measure import Row, measure, missing, paired, peer, peer_row, version
+from peer_measure import (
+    Row,
+    measure,
+    missing,
+    own_threads,
+    paired,
+    peer,
+    peer_row,
+    symbnn_threads,
+    version,
+)
 from torch import nn
 
 from symbnn import api
-from symbnn.alignment import matching
 from symbnn.alignment.interpolation import grid, loss_barrier, network_curve
 from symbnn.models import build_model
 
@@ -55,22 +62,6 @@ def _rebasin_align(rebasin, spec: dict, a: dict, b: dict, x: torch.Tensor) -> di
     pcd = rebasin.PermutationCoordinateDescent(model_a, model_b, x[:2])
     pcd.rebasin()
     return {k: v.detach().clone() for k, v in model_b.state_dict().items()}
-
-
-@contextlib.contextmanager
-def _matching_threads(seen: list[int]) -> Iterator[None]:
-    """Records torch's thread count inside symbnn's coordinate descent."""
-    descend = matching._descend
-
-    def spy(*args, **kwargs):
-        seen.append(torch.get_num_threads())
-        return descend(*args, **kwargs)
-
-    matching._descend = spy
-    try:
-        yield
-    finally:
-        matching._descend = descend
 
 
 def _random_net(spec: dict, seed: int) -> dict:
@@ -139,15 +130,10 @@ def rows_alignment(ctx: Context, case: str, threads: int) -> list[Row]:
     """Weight matching of B onto A, symbnn vs rebasin, on one case at ``threads`` threads
     (set by the caller)."""
     c = _Case(ctx, case)
-    seen: list[int] = []
-    with _matching_threads(seen):
+    seen: list[tuple[int, str]] = []
+    with symbnn_threads(seen):  # an untimed run
         _symbnn_align(c.spec, c.a, c.b, c.x, 1)
-    library = "symbnn"
-    if seen and seen[0] != threads:
-        library += (
-            f" (its matching ran on {seen[0]} torch thread{'s' * (seen[0] > 1)}: "
-            "symbnn.threads.torch_threads_for below 2^26 multiply-adds)"
-        )
+    library = "symbnn" + own_threads(seen, threads)
 
     def ours():
         return _symbnn_align(c.spec, c.a, c.b, c.x, None)

@@ -1,11 +1,13 @@
 """Mean-field variational BNNs on OptuNet with the paper's prior N(0, 0.1^2) and rho0 = -7,
 the same epochs, batches (symbnn's data order of seed 0) and learning rates, 3 ELBO samples per
-step, means starting at seed 0's initial weights: symbnn's Bayes by backprop
-(`symbnn.methods.bnn.train_bnn`) against
+step, means starting at seed 0's initial weights: symbnn's Bayes by backprop against
 
 - BLiTZ's Bayesian layers (`blitz-bayesian-pytorch`), the paper's library;
 - bayesian-torch's mean-field layers (`Conv2dReparameterization`, `LinearReparameterization`);
 - posteriors' diagonal VI (`posteriors.vi.diag`, torchopt's SGD with the same schedule).
+
+symbnn's side is its method as the workflow runs it (`BayesByBackprop`: for OptuNet on a CPU
+the batched trainer's hand-written pass, one thread for one model: the row says so).
 
 Each row: seconds per epoch (each side after an untimed warm-up on one batch), and accuracy and
 NLL of K draws; and whether it optimises the same objective, the ELBO / N,
@@ -19,14 +21,25 @@ import math
 
 import torch
 from peer_context import Context, ensemble_probs, ensemble_quality, stacked
-from peer_measure import Measured, Row, measure, missing, ours_row, peer, peer_row, version
+from peer_measure import (
+    Measured,
+    Row,
+    measure,
+    missing,
+    ours_row,
+    own_threads,
+    peer,
+    peer_row,
+    symbnn_threads,
+    version,
+)
 from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
-from symbnn.methods import bnn as symbnn_bnn
-from symbnn.methods.base import generator
+from symbnn.methods.base import Mode
+from symbnn.methods.bnn import BayesByBackprop
 from symbnn.settings import Bnn
 from symbnn.train.loop import fit_module, seed_batches
 from symbnn.train.seeding import build_seeded_model
@@ -260,9 +273,9 @@ JOB = "variational BNN (train + K draws)"
 
 
 def rows_bnn(ctx: Context, threads: int) -> list[Row]:
-    """symbnn's Bayes by backprop and the three peers at ``threads`` threads. Each side first
-    trains on one batch, untimed: symbnn's first `torch.func.functional_call` imports
-    torch._dynamo (and sympy), about 1.4 s and 180 MiB once per process."""
+    """symbnn's Bayes by backprop (its method as the workflow runs it: the batched trainer's
+    hand-written OptuNet pass) and the three peers at ``threads`` threads. Each side first
+    trains on one batch, untimed (one-off imports and compiles)."""
     settings = Bnn()  # the paper's priors: pi 1, sigma1 0.1, rho0 -7; 3 ELBO samples; no decay
     problem = ctx.problem(epochs=ctx.bnn_epochs)
     recipe = settings.recipe.apply(problem.recipe)
@@ -274,10 +287,14 @@ def rows_bnn(ctx: Context, threads: int) -> list[Row]:
     setup = _Setup(ctx, settings, recipe, case, ctx.train.limited(recipe.batch_size))
 
     def ours(train: ImageData = ctx.train) -> torch.Tensor:
-        q = symbnn_bnn.train_bnn(dataclasses.replace(problem, train=train), SEED, settings)
-        samples = q.sample_states(ctx.ensemble, generator(SEED))
+        bnn, fitting = BayesByBackprop(), dataclasses.replace(problem, train=train)
+        fitted = bnn.fit(fitting, Mode(SEED, {}), settings, SEED, ctx.ensemble)
+        samples = bnn.sample(fitting, fitted, ctx.ensemble, settings, SEED)
         return ensemble_probs(ctx.optunet_spec, samples, ctx.test, ctx.test)
 
-    mine = measure(ours, warmup=lambda: ours(setup.tiny))
-    rows = [ours_row(JOB, case, threads, mine, setup.quality(mine.result, mine, recipe.epochs))]
+    seen: list[tuple[int, str]] = []
+    with symbnn_threads(seen):
+        mine = measure(ours, warmup=lambda: ours(setup.tiny))
+    quality = setup.quality(mine.result, mine, recipe.epochs)
+    rows = [ours_row(JOB, case, threads, mine, quality, "symbnn" + own_threads(seen, threads))]
     return rows + _peer_rows(setup, mine, threads)

@@ -40,6 +40,68 @@ def at_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(before[0])
 
 
+@contextlib.contextmanager
+def _replaced(module: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
+    original = getattr(module, name)
+    setattr(module, name, make(original))
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+@contextlib.contextmanager
+def symbnn_threads(seen: list[tuple[int, str]]) -> Iterator[None]:
+    """Records, as (threads, why), the counts symbnn's own choices run on inside: numba's in
+    the metrics' passes (`numba_threads_for`), the batched trainer's shards (one thread each,
+    one torch thread per op), torch's in the weight matching's descent (`torch_threads_for`)."""
+    import symbnn.metrics
+    import symbnn.train.stepping
+    from symbnn.alignment import matching
+
+    def metrics_pass(original):
+        @contextlib.contextmanager
+        def counted(work: int) -> Iterator[None]:
+            with original(work):
+                seen.append((numba.get_num_threads(), "numba_threads_for, serial below 4e6 values"))
+                yield
+
+        return counted
+
+    def shards(original):
+        def counted(fn, jobs):
+            seen.append((len(jobs), "its batched trainer, a thread per model"))
+            return original(fn, jobs)
+
+        return counted
+
+    def descent(original):
+        def counted(*args, **kwargs):
+            seen.append(
+                (torch.get_num_threads(), "torch_threads_for, serial below 2^26 multiply-adds")
+            )
+            return original(*args, **kwargs)
+
+        return counted
+
+    with (
+        _replaced(symbnn.metrics, "numba_threads_for", metrics_pass),
+        _replaced(symbnn.train.stepping, "in_threads", shards),
+        _replaced(matching, "_descend", descent),
+    ):
+        yield
+
+
+def own_threads(seen: list[tuple[int, str]], threads: int) -> str:
+    """What a symbnn row adds to its library name where symbnn ran on fewer threads than
+    ``threads``: how many, and its rule."""
+    fewer = [(n, why) for n, why in seen if n < threads]
+    if not fewer:
+        return ""
+    n, why = max(fewer)
+    return f" (ran on {n} thread{'s' * (n > 1)}: {why})"
+
+
 # ---------------------------------------------------------------- timing
 
 

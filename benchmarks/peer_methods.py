@@ -12,7 +12,18 @@ from typing import Any
 
 import torch
 from peer_context import Context, ensemble_probs, ensemble_quality
-from peer_measure import Measured, Row, measure, missing, ours_row, peer, peer_row, version
+from peer_measure import (
+    Measured,
+    Row,
+    measure,
+    missing,
+    ours_row,
+    own_threads,
+    peer,
+    peer_row,
+    symbnn_threads,
+    version,
+)
 from torch import nn
 from torch.nn import functional as F
 
@@ -104,10 +115,12 @@ def rows_swag(ctx: Context, threads: int) -> tuple[list[Row], tuple[torch.Tensor
         samples = SwagGaussian().sample(problem, fitted, ctx.ensemble, settings, 0)
         return samples, ensemble_probs(ctx.optunet_spec, samples, ctx.test, ctx.test), fit
 
-    mine = measure(ours)
+    seen: list[tuple[int, str]] = []
+    with symbnn_threads(seen):
+        mine = measure(ours)
     samples, probs, fit = mine.result
     quality = f"{ensemble_quality(probs, ctx.test.labels)}; {_timing(mine, fit)}"
-    rows = [ours_row(job, case, threads, mine, quality)]
+    rows = [ours_row(job, case, threads, mine, quality, "symbnn" + own_threads(seen, threads))]
     probs_out = ensemble_probs(ctx.optunet_spec, samples, ctx.ood, ctx.test)
     tu, why = peer("torch_uncertainty", TU_INSTALL)
     if tu is None:
@@ -168,10 +181,12 @@ def rows_dropout(ctx: Context, threads: int) -> list[Row]:
         samples = McDropout().sample(problem, fitted, ctx.ensemble, settings, 0)
         return ensemble_probs(ctx.optunet_spec, samples, ctx.test, ctx.test), fit
 
-    mine = measure(ours)
+    seen: list[tuple[int, str]] = []
+    with symbnn_threads(seen):
+        mine = measure(ours)
     probs, fit = mine.result
     quality = f"{ensemble_quality(probs, ctx.test.labels)}; {_timing(mine, fit)}"
-    rows = [ours_row(job, case, threads, mine, quality)]
+    rows = [ours_row(job, case, threads, mine, quality, "symbnn" + own_threads(seen, threads))]
     tu, why = peer("torch_uncertainty", TU_INSTALL)
     if tu is None:
         return rows + [missing(job, case, "torch-uncertainty", threads, why)]

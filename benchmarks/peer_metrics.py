@@ -17,7 +17,18 @@ import warnings
 import numpy as np
 import torch
 from peer_context import Context
-from peer_measure import Row, measure, missing, ours_row, paired, peer, peer_row, version
+from peer_measure import (
+    Row,
+    measure,
+    missing,
+    ours_row,
+    own_threads,
+    paired,
+    peer,
+    peer_row,
+    symbnn_threads,
+    version,
+)
 from torch.nn import functional as F
 
 from symbnn.metrics import uncertainty_metrics
@@ -121,7 +132,11 @@ def rows_metrics(
     def ours():
         return uncertainty_metrics(probs_in, labels, probs_out, mutual_information=False)
 
-    stream = measure(lambda: streaming_pass(probs_in, probs_out), ctx.repeats, warmup=ours)
+    seen: list[tuple[int, str]] = []
+    with symbnn_threads(seen):  # an untimed run
+        ours()
+    note = own_threads(seen, threads)
+    stream = measure(lambda: streaming_pass(probs_in, probs_out), ctx.repeats)
     full = measure(lambda: uncertainty_metrics(probs_in, labels, probs_out), ctx.repeats)
     tu, why = peer("torch_uncertainty", "pip install torch-uncertainty lightning")
     if tu is None:
@@ -130,9 +145,9 @@ def rows_metrics(
     else:
         run = paired(ours, lambda: _tu_metrics(probs_in, labels, probs_out), ctx.repeats)
         mine = run.ours
-    rows = [ours_row(JOB, case, threads, mine, _fmt(mine.result))]
+    rows = [ours_row(JOB, case, threads, mine, _fmt(mine.result), "symbnn" + note)]
     mi = f"idmi {full.result['idmi']:.4f}, oodmi {full.result['oodmi']:.4f} (nats)"
-    row_mi = ours_row(JOB, case, threads, full, mi, "symbnn, with mutual information")
+    row_mi = ours_row(JOB, case, threads, full, mi, "symbnn, with mutual information" + note)
     row_mi.ratio, row_mi.cpu_ratio = full.wall / mine.wall, full.cpu / max(mine.cpu, 1e-9)
     rows += [row_mi, _pass_row(case, threads, stream, mine, full)]
     if run is None:

@@ -1,11 +1,12 @@
 """symbnn against `posteriors` (normal-computing) on the OptuNet mode of seed 0:
 
 - SGHMC: symbnn's momentum chain (Chen et al. 2014, eq. 15: `symbnn.methods.sghmc`, variant
-  momentum) and its default scale-adapted chain against `posteriors.sgmcmc.sghmc` with the same
-  dynamics (step eps = sqrt(lr / N), friction alpha = friction / eps, momenta from 0), the same
-  batches, burn-in and sample steps. Time per effective sample of the test log-likelihood (the
-  ESS of the samples' mean test log-likelihood, Geyer's initial monotone sequence), and the
-  quality of the ensemble of all samples;
+  momentum) and its default scale-adapted chain (its method as the workflow runs it) against
+  `posteriors.sgmcmc.sghmc` with the same dynamics (step eps = sqrt(lr / N), friction
+  alpha = friction / eps, momenta from 0), the same batches, burn-in and sample steps. Time
+  per effective sample of the test log-likelihood (the ESS of the samples' mean test
+  log-likelihood, Geyer's initial monotone sequence), and the quality of the ensemble of all
+  samples;
 - diagonal Laplace: symbnn's Laplace with `laplace: {hessian: diag}` (laplace-torch's diagonal
   GGN, the prior precision fitted by marginal likelihood) against `posteriors.laplace.diag_ggn`
   given the same prior precision (it has no marginal likelihood): fit and K draws, the largest
@@ -26,9 +27,11 @@ from peer_measure import (
     measure,
     missing,
     ours_row,
+    own_threads,
     peer,
     peer_row,
     speed_verdict,
+    symbnn_threads,
     version,
 )
 from torch.func import functional_call
@@ -37,6 +40,7 @@ from torch.nn import functional as F
 from symbnn.methods import sghmc as symbnn_sghmc
 from symbnn.methods.base import Mode, generator
 from symbnn.methods.laplace import fit_mode, image_loader, to_states
+from symbnn.methods.sghmc import SghmcChains
 from symbnn.models import build_model
 from symbnn.settings import Sghmc
 from symbnn.train.loop import seed_batches
@@ -106,6 +110,13 @@ class _Chain:
         )
         return text, ess
 
+    def symbnn_chain(self, settings: Sghmc) -> dict:
+        """symbnn's chain as the workflow runs it (`SghmcChains`: for OptuNet on a CPU the
+        batched trainer's hand-written pass)."""
+        method = SghmcChains()
+        fitted = method.fit(self.problem, self.mode, settings, SEED, self.count)
+        return method.sample(self.problem, fitted, self.count, settings, SEED)
+
     def posteriors_chain(self) -> dict:
         import posteriors
 
@@ -146,15 +157,15 @@ class _Chain:
 def rows_sghmc(ctx: Context, threads: int) -> list[Row]:
     """symbnn's momentum and scale-adapted chains and posteriors' SGHMC, per effective sample."""
     job, c = "SGHMC (chain from the mode)", _Chain(ctx)
-    mine = measure(lambda: symbnn_sghmc.chain(c.problem, c.mode, c.count, c.momentum, SEED))
+    seen: list[tuple[int, str]] = []
+    with symbnn_threads(seen):
+        mine = measure(lambda: c.symbnn_chain(c.momentum))
+        adapted = measure(lambda: c.symbnn_chain(c.scale_adapted))
+    note = own_threads(seen, threads)
     text, ess = c.quality(mine)
-    rows = [ours_row(job, c.case, threads, mine, text, "symbnn, momentum variant")]
-    adapted = measure(lambda: symbnn_sghmc.chain(c.problem, c.mode, c.count, c.scale_adapted, SEED))
-    rows.append(
-        ours_row(
-            job, c.case, threads, adapted, c.quality(adapted)[0], "symbnn, scale-adapted (default)"
-        )
-    )
+    rows = [ours_row(job, c.case, threads, mine, text, "symbnn, momentum variant" + note)]
+    library = "symbnn, scale-adapted (default)" + note
+    rows.append(ours_row(job, c.case, threads, adapted, c.quality(adapted)[0], library))
     found, why = peer("posteriors", INSTALL)
     if found is None:
         return rows + [missing(job, c.case, "posteriors", threads, why)]

@@ -79,3 +79,21 @@ def test_the_peers_extra_is_what_requirements_prints(capsys):
     names = " ".join(printed)
     for library in PEERS:
         assert library in names, library
+
+
+def test_a_symbnn_row_says_when_symbnn_chose_fewer_threads():
+    from peer_measure import at_threads, own_threads, symbnn_threads
+
+    from symbnn.metrics import uncertainty_metrics
+
+    probs = torch.softmax(torch.randn(4, 50, 10), -1)
+    labels = torch.randint(0, 10, (50,))
+    seen: list[tuple[int, str]] = []
+    with at_threads(2), symbnn_threads(seen):
+        uncertainty_metrics(probs, labels, probs)  # 2,000 values: numba runs it serially
+    assert seen and all(n == 1 for n, _ in seen)
+    assert own_threads(seen, 2) == " (ran on 1 thread: numba_threads_for, serial below 4e6 values)"
+    assert own_threads(seen, 1) == ""
+    import symbnn.metrics
+
+    assert symbnn.metrics.numba_threads_for.__module__ == "symbnn.threads"  # put back
