@@ -1,10 +1,12 @@
 """The parts of a symmetry structure (`symbnn.symmetry.structure`, whose docstring has the
 vocabulary): an ``Axis`` of a tensor indexed by units, a ``ScaleGroup`` of axes scaled
-together, a ``UnitGroup`` of units permuted together."""
+together, a ``UnitGroup`` of units permuted together; and ``StructureFields``, the fields of a
+whole structure that its plain view (`symbnn.symmetry.plain`) reads and rewrites."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 # Exponent of the unit's scale applied to each role (bn_var is special: s^2 (var + eps) - eps,
 # exact in eval mode because BatchNorm divides by sqrt(var + eps)).
@@ -71,3 +73,18 @@ class UnitGroup:
     @property
     def block_width(self) -> int:
         return self.width // self.blocks
+
+
+class StructureFields(Protocol):
+    """What the plain view reads of a structure (`symbnn.symmetry.structure.Symmetry` has
+    it): the plain view sits below the structure, which builds it, so it names no class of
+    the structure's module; it rewrites a structure with `dataclasses.replace`."""
+
+    groups: tuple[UnitGroup, ...]
+    shapes: dict[str, tuple[int, ...]]
+    mass_tensors: tuple[str, ...]
+    output_bias: str | None
+    output_weight: str | None
+
+    @property
+    def is_plain(self) -> bool: ...

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import torch
 
-from symbnn.symmetry.groups import Axis, ScaleGroup, UnitGroup
+from symbnn.symmetry.groups import Axis, ScaleGroup, StructureFields, UnitGroup
 
-if TYPE_CHECKING:  # a Symmetry makes its plain view: the view builds one by `replace`
-    from symbnn.symmetry.structure import Symmetry
+# The structure a view is built from and rewrites (a `symbnn.symmetry.structure.Symmetry`,
+# which builds its own view, so this module cannot import it).
+Structure = TypeVar("Structure", bound=StructureFields)
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,10 @@ class Piece:
         return (*shape[:cut], *middle, *shape[cut + 1 :])
 
 
-class PlainView:
+class PlainView(Generic[Structure]):
     """``sym`` rewritten over a state cut into whole-axis pieces (see the module docstring)."""
 
-    def __init__(self, source: Symmetry) -> None:
+    def __init__(self, source: Structure) -> None:
         self.source = source
         self.cuts: dict[str, tuple[int, list[Piece]]] = {}
         if source.is_plain:
@@ -97,7 +98,7 @@ class PlainView:
             for p in pieces
         )
 
-    def _rewrite(self) -> Symmetry:
+    def _rewrite(self) -> Structure:
         src = self.source
         groups = []
         for g in src.groups:
@@ -182,7 +183,9 @@ class PlainView:
         return out
 
 
-def _pieces(tensor: str, cut: int, sym: Symmetry, axes: list[tuple[Axis, int]]) -> list[Piece]:
+def _pieces(
+    tensor: str, cut: int, sym: StructureFields, axes: list[tuple[Axis, int]]
+) -> list[Piece]:
     """The slices of ``tensor``'s axis ``cut`` that groups own, and the gaps between them."""
     size = sym.shapes[tensor][cut]
     owned = []

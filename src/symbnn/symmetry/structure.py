@@ -78,7 +78,7 @@ class Symmetry:
         return all(a.is_plain for g in self.groups for a in g.axes)
 
     @cached_property
-    def plain(self) -> PlainView:
+    def plain(self) -> PlainView[Symmetry]:
         """The plain view (`symbnn.symmetry.plain.PlainView`): this structure over a state whose
         sliced tensors are cut into one entry per slice, with ``split`` and ``join``."""
         return PlainView(self)
