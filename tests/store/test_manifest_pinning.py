@@ -220,12 +220,17 @@ def test_integer_batchnorm_counters_and_other_info_columns_open(tmp_path):
 # --- 3. mmd of the same networks under other attributes --------------------------------------
 
 
+def renamed_copy(store, path):
+    """A copy of `store` under another experiment name: other digest, the same networks."""
+    shutil.copytree(store, path)
+    edit_json(path / "zarr.json", lambda m: m["attributes"].update(experiment="renamed"))
+    seal(path, labels_of(path))
+    return path
+
+
 def test_mmd_refuses_the_same_networks_under_other_attributes(tmp_path):
     a, b = store_pair(tmp_path)
-    a2 = tmp_path / "a2.zarr"
-    shutil.copytree(a, a2)
-    edit_json(a2 / "zarr.json", lambda m: m["attributes"].update(experiment="renamed"))
-    seal(a2, labels_of(a2))
+    a2 = renamed_copy(a, tmp_path / "a2.zarr")
     assert open_store(a).digest != open_store(a2).digest
     out = tmp_path / "o.parquet"
     expect = ("a.zarr", "a2.zarr", "same networks")
@@ -250,6 +255,24 @@ def test_mmd_refuses_a_rewritten_copy_of_the_weights(tmp_path):
     rows = "--target-rows=2:8"
     fails("mmd", a.path, w, out, "--device", "cpu", rows, expect=("same networks", "rows 2:8"))
     assert cli("mmd", a.path, w, out, "--device", "cpu", "--target-rows=0:6")[0] == 0
+
+
+def test_the_library_mmd_refuses_the_same_networks_too(tmp_path):
+    """symbnn.mmd.layerwise_mmd itself, not only the command, refuses a renamed copy."""
+    from symbnn.mmd import layerwise_mmd
+    from symbnn.mmd.engine import MMDInputError
+
+    a, _ = store_pair(tmp_path)
+    a2 = renamed_copy(a, tmp_path / "a2.zarr")
+    with pytest.raises(MMDInputError, match="same networks.*a.zarr rows 2:6"):
+        layerwise_mmd(a, a2, target_rows=slice(2, 6), method_rows=slice(2, 6), device="cpu")
+    scattered = np.array([0, 3, 5])
+    with pytest.raises(MMDInputError, match="3 chosen rows"):
+        layerwise_mmd(a, a2, target_rows=scattered, method_rows=scattered, device="cpu")
+    per_layer, _ = layerwise_mmd(
+        a, a2, target_rows=np.array([0, 2, 4, 6]), method_rows=np.array([1, 3, 5, 7]), device="cpu"
+    )
+    assert len(per_layer)
 
 
 def test_same_networks_reads_one_row_of_a_different_store(tmp_path, monkeypatch):

@@ -88,31 +88,6 @@ def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
-def refuse_same_networks(target: str, method: str, target_rows, method_rows) -> None:
-    """MMDInputError when two different stores hold the same networks at the rows compared
-    (a copy of a store's weights under other attributes): their MMD is zero by construction.
-    One store, or two with equal digests, is `symbnn.mmd`'s own check (disjoint rows pass)."""
-    from symbnn.mmd.engine import MMDInputError
-    from symbnn.store.sameness import same_networks
-
-    a, b = open_store(target), open_store(method)
-    if a.path.resolve() == b.path.resolve() or (a.digest is not None and a.digest == b.digest):
-        return
-    if same_networks(a, b, target_rows, method_rows):
-        given = ((target, target_rows), (method, method_rows))
-        rows = ", ".join(
-            f"{path} rows {r.start or 0}:{'' if r.stop is None else r.stop}"
-            for path, r in given
-            if r is not None
-        )
-        raise MMDInputError(
-            f"{target} and {method} hold the same networks at the rows compared "
-            f"({rows or 'every row'}: every state entry they share is equal, whatever their "
-            "attributes say): their MMD is zero by construction; compare the method's own "
-            "samples, or disjoint rows of one store (--target-rows/--method-rows)"
-        )
-
-
 def _run(args) -> int:
     from symbnn.commands import available_device
     from symbnn.mmd import AggTestConfig, default_layers, layerwise_mmd
@@ -125,9 +100,10 @@ def _run(args) -> int:
     scratch: list[Path] = []
     try:
         target, method = (args.target, args.method)
-        refuse_same_networks(target, method, target_rows, method_rows)
+        # one store, a copy of it, or the same networks under other attributes: refused
+        # before any canonicalisation
+        check_distinct(target, method, target_rows, method_rows)
         if args.canonical:
-            check_distinct(target, method, target_rows, method_rows)
             target, method = _canonical_inputs(args, scratch)
         layers = args.layers or (
             default_layers(open_store(target), by_module=True) if args.by_module else None

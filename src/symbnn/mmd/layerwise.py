@@ -27,6 +27,7 @@ from symbnn.mmd.aggtest import MMD, AggTestConfig, require_permutation_memory
 from symbnn.mmd.distances import PooledDistances, resolve_device
 from symbnn.mmd.engine import MMDInputError, check_sample_sizes, mmd_from_distances
 from symbnn.store import Store, open_store
+from symbnn.store.sameness import same_networks
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +108,28 @@ def _row_indices(rows: slice | np.ndarray, store: Store) -> np.ndarray:
     return np.arange(store.n_samples)[rows]
 
 
+def _rows_text(store: Store, rows: slice | np.ndarray) -> str:
+    if isinstance(rows, slice):
+        stop = store.n_samples if rows.stop is None else rows.stop
+        return f"{store.path} rows {rows.start or 0}:{stop}"
+    return f"{store.path} {len(rows)} chosen rows"
+
+
 def _check_disjoint(target: Store, method: Store, target_rows, method_rows) -> None:
     """Comparing a store with itself (e.g. a Deep Ensemble check) needs disjoint samples; a
-    copy of a store (equal digests: the same metadata and chunks) is the same store."""
+    copy of a store (equal digests: the same metadata and chunks) is the same store; and two
+    stores holding the same networks at the rows compared (weights copied under other
+    attributes) have an MMD of zero by construction."""
     same = target.path.resolve() == method.path.resolve()
     if not same and (target.digest is None or target.digest != method.digest):
+        if same_networks(target, method, target_rows, method_rows):
+            raise MMDInputError(
+                f"{target.path} and {method.path} hold the same networks at the rows compared "
+                f"({_rows_text(target, target_rows)}, {_rows_text(method, method_rows)}: every "
+                "state entry they share is equal, whatever their attributes say): their MMD is "
+                "zero by construction; compare the method's own samples, or disjoint rows of "
+                f"one store ({option_name('target_rows')}/{option_name('method_rows')})"
+            )
         return
     shared = np.intersect1d(_row_indices(target_rows, target), _row_indices(method_rows, method))
     if shared.size:
