@@ -560,7 +560,10 @@ def test_resnet18_gets_figure_4_only_where_its_experiment_has_gpus():
         "small": experiment({"name": "optunet"}, 1),
     }
     config = config_from_mapping({"run": ["cpu", "gpu", "small"], "experiments": experiments})
-    assert plan.permutation_frequency_experiments(config) == ["gpu", "small"]
+    assert config.analyses.permutation_frequency_experiments(config.run, config.experiments) == [
+        "gpu",
+        "small",
+    ]
     targets = plan.targets(config)
     assert "results/gpu/report/permutation_frequency.png" in targets
     assert not any(t.startswith("results/cpu/") for t in targets)
@@ -590,4 +593,4 @@ def test_resnet18_gets_figure_4_only_where_its_experiment_has_gpus():
     off = config_from_mapping(
         {"run": ["gpu"], "experiments": experiments, "analyses": {"permutation_frequency": False}}
     )
-    assert plan.permutation_frequency_experiments(off) == []
+    assert off.analyses.permutation_frequency_experiments(off.run, off.experiments) == []

@@ -6,14 +6,7 @@ from __future__ import annotations
 import math
 
 from symbnn.settings import Config
-
-# architectures small enough to retrain a few times with snapshots, or to compare every pair
-# of their units across all networks (ResNet-18 is a cluster job)
-SMALL_MODELS = ("optunet", "mlp")
-
-# architectures whose permutation frequency (Figure 4) is measured only where the experiment
-# has GPUs: each run is one of the experiment's training jobs
-GPU_FREQUENCY_MODELS = ("resnet18",)
+from symbnn.settings.analyses import SMALL_MODELS
 
 
 def analyses_folder(config: Config) -> str:
@@ -23,20 +16,6 @@ def analyses_folder(config: Config) -> str:
 
 def has_small_model(config: Config, experiment: str) -> bool:
     return config.experiments[experiment].model.name in SMALL_MODELS
-
-
-def permutation_frequency_experiments(config: Config) -> list[str]:
-    """Experiments of `run` that get Figure 4: every small model, and ResNet-18 where the
-    experiment has GPUs (a laptop run plans no ResNet training)."""
-    if not config.analyses.enabled("permutation_frequency"):
-        return []
-
-    def measured(name: str) -> bool:
-        experiment = config.experiments[name]
-        on_gpus = experiment.model.name in GPU_FREQUENCY_MODELS and experiment.compute.gpus > 0
-        return has_small_model(config, name) or on_gpus
-
-    return [name for name in config.run if measured(name)]
 
 
 def permutation_frequency_resources(config: Config, experiment: str) -> dict[str, int]:
@@ -94,7 +73,9 @@ def targets(config: Config) -> list[str]:
         out.append(f"{folder}/report/symmetrised_vi_widths.md")
     if enabled("barrier_statistics"):
         out.append(f"{folder}/report/barrier_statistics.md")
-    for experiment in permutation_frequency_experiments(config):
+    for experiment in config.analyses.permutation_frequency_experiments(
+        config.run, config.experiments
+    ):
         out += [
             f"{config.results}/{experiment}/report/permutation_frequency.png",
             f"{config.results}/{experiment}/report/permutation_frequency_summary.md",

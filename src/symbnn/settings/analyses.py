@@ -4,6 +4,7 @@ defaults unless set to `false`."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from symbnn.settings.base import (
@@ -19,6 +20,14 @@ from symbnn.settings.base import (
     setting,
 )
 from symbnn.settings.training import Recipe
+
+# architectures small enough to retrain a few times with snapshots, or to compare every pair
+# of their units across all networks (ResNet-18 is a cluster job)
+SMALL_MODELS = ("optunet", "mlp")
+
+# architectures whose permutation frequency (Figure 4) is measured only where the experiment
+# has GPUs: each run is one of the experiment's training jobs
+GPU_FREQUENCY_MODELS = ("resnet18",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,3 +250,20 @@ class Analyses(Section):
 
     def enabled(self, name: str) -> bool:
         return getattr(self, name) is not False
+
+    def permutation_frequency_experiments(
+        self, run: Iterable[str], experiments: Mapping[str, Any]
+    ) -> list[str]:
+        """Experiments of ``run`` that get Figure 4 (``experiments``: the configuration's
+        `Experiment`s by name): every small model, and ResNet-18 where the experiment has
+        GPUs (a laptop run plans no ResNet training)."""
+        if not self.enabled("permutation_frequency"):
+            return []
+
+        def measured(name: str) -> bool:
+            experiment = experiments[name]
+            model = experiment.model.name
+            on_gpus = model in GPU_FREQUENCY_MODELS and experiment.compute.gpus > 0
+            return model in SMALL_MODELS or on_gpus
+
+        return [name for name in run if measured(name)]

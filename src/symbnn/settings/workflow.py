@@ -176,11 +176,9 @@ class Config(Section):
     def _check_permutation_frequency(self, prefix: str) -> None:
         """The analysis's epochs and milestones must make a valid recipe with the recipe of
         each experiment it runs on."""
-        from symbnn.analyses.plan import permutation_frequency_experiments
-
         settings = self.analyses.permutation_frequency
         where = f"{prefix}analyses.permutation_frequency"
-        for name in permutation_frequency_experiments(self):
+        for name in self.analyses.permutation_frequency_experiments(self.run, self.experiments):
             try:
                 settings.recipe_for(self.experiments[name].recipe, where)
             except ConfigError as exc:
