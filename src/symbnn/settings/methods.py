@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from symbnn.methods.interface import Descriptor
 from symbnn.settings.base import (
     MAX_BATCH,
     MAX_DRAWS,
@@ -34,6 +33,7 @@ from symbnn.settings.base import (
     plain,
     setting,
 )
+from symbnn.settings.descriptor import Descriptor
 from symbnn.settings.training import recipe_changes
 
 
