@@ -16,7 +16,12 @@ from typing import Any, Literal
 import numpy as np
 
 from symbnn.checkpoints.mapping import NameMap
-from symbnn.checkpoints.releases import HUB_REPOSITORY, CheckpointError, release
+from symbnn.checkpoints.releases import (
+    HUB_REPOSITORY,
+    CheckpointError,
+    architecture_of,
+    release,
+)
 from symbnn.checkpoints.safetensors_io import parse
 from symbnn.checkpoints.sources import find_bundles, iter_networks
 from symbnn.settings.checkpoints import Checkpoints
@@ -120,7 +125,7 @@ def _write_networks(writer: StoreWriter, networks, chosen, dtype: type, annotate
         read.indices.add(network.index)
         tensors = parse(network.data, network.source)
         if read.name_map is None:
-            read.name_map = NameMap.build(chosen, chosen.resolve(tensors, network.source))
+            read.name_map = NameMap.build(chosen, architecture_of(chosen, tensors, network.source))
         read.source_dtypes.update(str(v.dtype) for v in tensors.values() if v.dtype.kind == "f")
         batch.add(
             network.index,

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from symbnn.checkpoints.releases import OPTIONAL_BUFFERS, CheckpointError, Release
+from symbnn.checkpoints.releases import OPTIONAL_BUFFERS, CheckpointError
+from symbnn.settings.checkpoints import Release
 
 # What a listing of names shows before it is cut short.
 SHOWN_NAMES = 12

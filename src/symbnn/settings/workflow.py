@@ -10,6 +10,7 @@ from typing import Literal
 
 from symbnn.settings.analyses import Analyses
 from symbnn.settings.base import ConfigError, Problems, Section, setting
+from symbnn.settings.checkpoints import RELEASES
 from symbnn.settings.hmc import Reference
 from symbnn.settings.methods import Bnn, Methods
 from symbnn.settings.stages import Alignment, Collapse, Metrics, Mmd, SymmetryRemoval
@@ -99,9 +100,7 @@ class Experiment(Section):
     def _check_released_model(self, where: str) -> None:
         """The model must be the released networks' architecture (the stem of a ResNet-18
         aside: the files tell it)."""
-        from symbnn.checkpoints.releases import release
-
-        released = release(self.posterior.checkpoints.setting).architecture
+        released = RELEASES[self.posterior.checkpoints.setting].architecture
         model = self.model.to_dict()
         differing = [
             key
