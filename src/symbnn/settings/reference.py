@@ -107,14 +107,14 @@ def section_table(name: str, schema: dict[str, Any]) -> list[str]:
 
 
 def _functions(source: str) -> dict[str, str]:
-    """The top-level functions of rules/common.smk: name -> body text."""
-    found = re.split(r"^def (\w+)\(", source, flags=re.M)
-    return {found[i]: found[i + 1] for i in range(1, len(found) - 1, 2)}
+    """The top-level functions of a source text: name -> body text (up to the next line that
+    is not indented)."""
+    return dict(re.findall(r"^def (\w+)\((.*?)(?=^[^\s)]|\Z)", source, flags=re.M | re.S))
 
 
 def _sections_read(text: str, functions: dict[str, str], seen: set[str]) -> set[str]:
     """The experiment sections a params text reads: attribute access `.recipe`,
-    `section_params("mmd", ...)`, `methods_of(...)`, and those of the common.smk functions
+    `section_params("mmd", ...)`, `methods_of(...)`, and those of the params functions
     it calls (followed once each)."""
     read = {s for s in _SECTIONS if re.search(rf"\.{s}\b", text)}
     read |= set(re.findall(r'section_params\("(\w+)"', text))
@@ -130,7 +130,12 @@ def _sections_read(text: str, functions: dict[str, str], seen: set[str]) -> set[
 def rules_reading(repo: Path = REPO) -> dict[str, list[str]]:
     """Experiment section -> the rules whose params read it (from rules/*.smk): changing a
     key of the section reruns those jobs, and Snakemake then reruns what reads their outputs."""
-    functions = _functions((repo / "rules" / "common.smk").read_text())
+    # the params functions: the rule files' glue and the planning library it calls
+    # (src/symbnn/plan), whose functions have the names the rules use
+    sources = [repo / "rules" / "common.smk", *sorted((repo / "src/symbnn/plan").glob("*.py"))]
+    functions = {}
+    for source in sources:
+        functions.update(_functions(source.read_text()))
     readers: dict[str, set[str]] = {s: set() for s in _SECTIONS}
     for smk in sorted((repo / "rules").glob("*.smk")):
         for plain, derived, body in re.findall(
