@@ -1,21 +1,21 @@
 """A command run in a pseudo-terminal, and what a terminal would show of it afterwards: a small
 screen model that follows the cursor movements and erasures a live display draws with (rich
 redraws its view in place and erases it at the end), so that the lines left on the screen
-can be counted, as a person scrolling back would see them."""
+can be counted, as a person scrolling back would see them. The pseudo-terminal itself, and a
+full terminal emulator's count (pyte: a screen of fixed height with its scrollback), come
+from benchmarks/terminal.py, which benchmarks/terminal_lines.py measures with too."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import select
-import signal
-import struct
-import subprocess
-import termios
-import time
+import sys
 from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from terminal import COLUMNS, ROWS, lines_left, run_in_terminal, wrapped
+
+__all__ = ["COLUMNS", "ROWS", "lines_left", "run_in_terminal", "wrapped"]
 
 
 # CSI sequences (cursor moves, erasures, colours), OSC strings, and other two-byte escapes
@@ -101,41 +101,3 @@ class Screen:
     def shown(self) -> list[str]:
         """The non-empty lines left on the screen and in its scrollback."""
         return [line.rstrip() for line in self.lines if line.strip()]
-
-
-def run_in_terminal(argv, cwd, env=None, width=120, height=40, timeout=1800, interrupt_when=None):
-    """Run `argv` with a pseudo-terminal as its stdin, stdout and stderr, in a process group
-    of its own; returns (exit status, everything it wrote, decoded). With `interrupt_when`,
-    type Ctrl-C once `interrupt_when()` is true: SIGINT to the whole group, the command and
-    the jobs it started, as a terminal sends it."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
-    env = {**(env or os.environ), "TERM": "xterm-256color", "COLUMNS": str(width)}
-    env.pop("NO_COLOR", None)
-    process = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
-    )
-    os.close(slave)
-    chunks, deadline = [], time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if interrupt_when is not None and interrupt_when():
-                os.killpg(process.pid, signal.SIGINT)
-                interrupt_when = None
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    data = os.read(master, 1 << 16)
-                except OSError:  # the terminal closes when the last writer exits
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            elif process.poll() is not None:
-                break
-        else:
-            os.killpg(process.pid, signal.SIGKILL)
-    finally:
-        status = process.wait()
-        os.close(master)
-    return status, b"".join(chunks).decode(errors="replace")
