@@ -55,6 +55,14 @@ run: $(STAMP)
 	@$(MAKE) --no-print-directory record || echo "run: the results are computed; make push records and uploads them"
 	@$(BIN)/symbnn summary --report $(REPORT)
 
+# Rewrite every generated block of the docs that is written from the code (docs/configuration.md,
+# by symbnn.settings.reference: run it after adding a setting or a method); the blocks measured by
+# benchmarks/ are listed, and only their runs rewrite them. A block whose text is the same keeps
+# its marker. docs/extending.md says when to run it.
+.PHONY: docs
+docs: $(STAMP)
+	$(BIN)/python -m symbnn.docblocks
+
 # Snakemake's self-contained HTML report: tables, figures and a description of every rule.
 # Quiet unless it fails: Snakemake's line per file ("Adding ...", "Loading script code ...")
 # goes to REPORT_LOG; a failure shows the log's last lines.

@@ -1,6 +1,6 @@
 import pytest
 
-from symbnn.docblocks import DocBlockError, parse_blocks, write_block
+from symbnn.docblocks import DocBlockError, parse_blocks, regenerate, write_block
 
 
 def test_write_block_appends_then_replaces_in_place(tmp_path):
@@ -37,3 +37,35 @@ def test_write_block_appends_then_replaces_in_place(tmp_path):
 def test_malformed_blocks_are_named(text, problem):
     with pytest.raises(DocBlockError, match=problem):
         parse_blocks(text, "doc.md")
+
+
+def test_the_same_text_keeps_the_marker_of_the_commit_that_wrote_it(tmp_path):
+    doc = tmp_path / "page.md"
+    write_block(doc, "t", "src/pkg/gen.py", "| a |", commit="abcdef1", date="2026-01-02")
+    before = doc.read_text()
+    write_block(doc, "t", "src/pkg/gen.py", "| a |", commit="1234567", date="2026-01-03")
+    assert doc.read_text() == before
+    write_block(doc, "t", "src/pkg/gen.py", "| b |", commit="1234567", date="2026-01-03")
+    assert "(commit 1234567, 2026-01-03)" in doc.read_text()
+
+
+def test_make_docs_reruns_the_blocks_written_from_the_code_and_lists_the_measured(tmp_path):
+    """`regenerate` runs each block's script under src/ as a module (here one that writes
+    its block), and leaves a benchmark's block as it is."""
+    (tmp_path / "src" / "gen").mkdir(parents=True)
+    (tmp_path / "src" / "gen" / "__init__.py").write_text("")
+    (tmp_path / "src" / "gen" / "page.py").write_text(
+        "from symbnn.docblocks import write_block\n"
+        "write_block('docs/page.md', 'page', 'src/gen/page.py', '| new |')\n"
+    )
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# Page\n")
+    write_block(tmp_path / "docs" / "page.md", "page", "src/gen/page.py", "| old |")
+    write_block(tmp_path / "docs" / "page.md", "speed", "benchmarks/speed.py", "| 1 s |")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", str(tmp_path / "src"))
+        rerun, measured = regenerate(tmp_path)
+    text = (tmp_path / "docs" / "page.md").read_text()
+    assert "| new |" in text and "| old |" not in text and "| 1 s |" in text
+    assert rerun == ["src/gen/page.py"]
+    assert measured == ["speed by benchmarks/speed.py (docs/page.md)"]

@@ -8,8 +8,13 @@ markers that name the block, the script, the commit and the date::
     <!-- END GENERATED train-throughput -->
 
 Rerunning the script replaces the block in place (or appends it when the file has none of
-that name); nothing else in the file changes. `tests/repository/test_docs_figures.py` checks that every
+that name); nothing else in the file changes, and a block whose text is the same keeps its
+marker (the commit that wrote it). `tests/repository/test_docs_figures.py` checks that every
 block's script exists and names the block, and that no run figure stands outside a block.
+
+`make docs` (``python -m symbnn.docblocks``) reruns every block written from the code (a
+script under src/, such as docs/configuration.md's by `symbnn.settings.reference`) and lists
+the measured ones (a script under benchmarks/), which only their benchmark's run rewrites.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import datetime
 import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +136,8 @@ def write_block(
     lines = text.splitlines()
     if name in found:
         old = found[name]
+        if lines[old.begin + 1 : old.end] == block.splitlines()[1:-1]:
+            return path  # the same text: its marker still names the commit that wrote it
         lines[old.begin : old.end + 1] = block.splitlines()
         new = "\n".join(lines) + "\n"
     else:
@@ -138,4 +146,46 @@ def write_block(
     return path
 
 
-__all__ = ["Block", "DocBlockError", "parse_blocks", "render_block", "write_block"]
+def documents(root: Path) -> list[Path]:
+    """The Markdown files that may hold generated blocks: README.md and docs/."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def regenerate(root: Path) -> tuple[list[str], list[str]]:
+    """Rerun, in ``root``, the script of every block written from the code (a module under
+    src/, run as ``python -m``): (the scripts rerun, the measured blocks left as they are)."""
+    from_code: dict[str, None] = {}
+    measured = []
+    for path in documents(root):
+        for block in parse_blocks(path.read_text(), path) if path.exists() else ():
+            if block.script.startswith("src/") and block.script.endswith(".py"):
+                from_code[block.script] = None
+            else:
+                measured.append(f"{block.name} by {block.script} ({path.relative_to(root)})")
+    for script in from_code:
+        module = script.removeprefix("src/").removesuffix(".py").replace("/", ".")
+        subprocess.run([sys.executable, "-m", module], cwd=root, check=True)
+    return list(from_code), measured
+
+
+def main() -> None:
+    root = Path.cwd()
+    rerun, measured = regenerate(root)
+    print(f"docs: rewrote the blocks of {', '.join(rerun)} (unchanged text keeps its marker)")
+    print(f"docs: {len(measured)} measured blocks left as they are, each rewritten by its run:")
+    for line in measured:
+        print(f"  {line}")
+
+
+__all__ = [
+    "Block",
+    "DocBlockError",
+    "documents",
+    "parse_blocks",
+    "regenerate",
+    "render_block",
+    "write_block",
+]
+
+if __name__ == "__main__":
+    main()
