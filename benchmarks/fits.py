@@ -36,7 +36,11 @@ from pathlib import Path
 import torch
 from machine import Conditions, LoadGate, add_gate_arguments, publish, written
 
-from symbnn.methods import bnn, dropout, registry, sghmc, swag
+from symbnn.methods import registry
+from symbnn.methods.bnn import fit as bnn
+from symbnn.methods.dropout import fit as dropout
+from symbnn.methods.sghmc import fit as sghmc
+from symbnn.methods.swag import fit as swag
 from symbnn.methods.base import Mode, Problem
 from symbnn.methods.sampling import problem_for
 from symbnn.settings import load_config

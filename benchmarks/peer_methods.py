@@ -28,7 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
-from symbnn.methods import swag as symbnn_swag
+from symbnn.methods.swag import fit as symbnn_swag
 from symbnn.methods.base import Mode
 from symbnn.methods.dropout import McDropout
 from symbnn.methods.swag import SwagGaussian

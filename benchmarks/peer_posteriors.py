@@ -37,9 +37,9 @@ from peer_measure import (
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from symbnn.methods import sghmc as symbnn_sghmc
+from symbnn.methods.sghmc import fit as symbnn_sghmc
 from symbnn.methods.base import Mode, generator
-from symbnn.methods.laplace import fit_mode, image_loader, to_states
+from symbnn.methods.laplace.fit import fit_mode, image_loader, to_states
 from symbnn.methods.sghmc import SghmcChains
 from symbnn.models import build_model
 from symbnn.settings import Sghmc

@@ -3,7 +3,7 @@ import math
 import torch
 
 from symbnn.analyses import symmetrized_vi
-from symbnn.methods.bnn import MeanFieldBNN
+from symbnn.methods.bnn.fit import MeanFieldBNN
 from symbnn.settings import SymmetrizedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.train.seeding import build_seeded_model

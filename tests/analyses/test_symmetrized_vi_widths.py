@@ -6,7 +6,7 @@ from conftest import TINY_ANALYSES
 
 from symbnn.analyses import symmetrized_vi
 from symbnn.analyses import symmetrized_vi_widths as svw
-from symbnn.methods.bnn import MeanFieldBNN
+from symbnn.methods.bnn.fit import MeanFieldBNN
 from symbnn.settings import ConfigError, SymmetrizedViWidths
 from symbnn.symmetry import unit_groups
 from symbnn.train.seeding import build_seeded_model

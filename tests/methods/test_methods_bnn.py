@@ -15,7 +15,7 @@ from scipy import stats
 from scipy.special import logsumexp
 from torch import nn
 
-from symbnn.methods import bnn
+from symbnn.methods.bnn import fit as bnn
 from symbnn.methods.base import Mode
 from symbnn.settings import Bnn, Recipe
 from symbnn.train.seeding import build_seeded_model

@@ -9,7 +9,8 @@ from conftest import TINY_SETTINGS, check_method_contract, repo_config, tiny_exp
 
 from symbnn.cli import main
 from symbnn.data.core import ImageData
-from symbnn.methods import deep_ensembles, registry
+from symbnn.methods import registry
+from symbnn.methods.de import DeepEnsembleMembers
 from symbnn.methods.base import Mode, Problem
 from symbnn.methods.interface import Descriptor, Method
 from symbnn.methods.pool import select_mode
@@ -190,7 +191,7 @@ def test_fits_and_draws_split_samples_and_record_modes(tmp_path, monkeypatch):
 def test_deep_ensemble_member_is_the_mode_itself():
     problem = _problem()
     state = problem.build().state_dict()
-    member = deep_ensembles.DeepEnsembleMembers()
+    member = DeepEnsembleMembers()
     fitted = member.fit(problem, Mode(1, state), DeepEnsembles(), 0, 1)
     out = member.sample(problem, fitted, 1, DeepEnsembles(), 0)
     assert all(torch.equal(out[name][0], state[name]) for name in state)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import assert_sample_contract, sample_with
 
-from symbnn.methods import dropout
+from symbnn.methods.dropout import fit as dropout
 from symbnn.methods.base import Mode
 from symbnn.models import build_model
 from symbnn.train.batched import train_batched

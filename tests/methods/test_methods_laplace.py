@@ -14,7 +14,7 @@ from scipy import optimize
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from symbnn.methods import laplace
+from symbnn.methods.laplace import fit as laplace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

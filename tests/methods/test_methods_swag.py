@@ -12,7 +12,7 @@ from torch import nn
 
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
-from symbnn.methods import swag
+from symbnn.methods.swag import fit as swag
 from symbnn.methods.base import Mode, Problem
 from symbnn.settings import Recipe, Swag
 

@@ -20,9 +20,9 @@ import torch
 from conftest import assert_sample_contract, repo_config, sample_with
 
 from symbnn.data import load_dataset
-from symbnn.methods import sghmc
+from symbnn.methods.sghmc import fit as sghmc
 from symbnn.methods.base import Mode, Problem
-from symbnn.methods.sghmc_dynamics import (
+from symbnn.methods.sghmc.dynamics import (
     NOISE_FLOOR,
     GammaHyperprior,
     GaussianPrior,

@@ -5,7 +5,6 @@ images by the checks every loader passes. The whole workflow with both runs in
 tests/workflow/test_workflow_extensions.py."""
 
 import ast
-import filecmp
 import os
 import re
 import shutil
@@ -30,10 +29,14 @@ from symbnn.settings.schema import config_schema
 REPO = Path(__file__).resolve().parents[2]
 
 
-def shipped_descriptor_block():
-    """The descriptor docs/extending.md adds to SHIPPED (indented as in the tuple)."""
-    marker = "# in SHIPPED of src/symbnn/settings/methods.py\n"
-    return next(b.removeprefix(marker) for b in doc_blocks("python") if b.startswith(marker))
+def package_blocks():
+    """The lines docs/extending.md adds inside the package: {marker line: block text}."""
+    markers = ("# in SECTIONS of ", "# at the end of ")
+    return {
+        block.partition("\n")[0]: block.partition("\n")[2]
+        for block in doc_blocks("python")
+        if block.startswith(markers)
+    }
 
 
 @pytest.fixture
@@ -59,7 +62,7 @@ def test_the_docs_examples_run(examples, one_torch_thread):
     session = {"__name__": "docs_extending"}
     ran = 0
     for block in doc_blocks("python"):
-        if block.startswith(("# file: ", "# in SHIPPED")):
+        if block.startswith(("# file: ", "# in SECTIONS", "# at the end of")):
             continue
         exec(compile(block, str(DOC), "exec"), session)
         ran += 1
@@ -80,9 +83,26 @@ def with_method(entry, name="last_layer"):
     return Methods.parse({"n_samples": 4, "modes": 2, "pool": 4, name: entry}, "methods")
 
 
-def test_the_docs_method_added_inside_the_package_touches_two_files(tmp_path):
-    """The two changes docs/extending.md names, made in a copy of src/: the method is
-    registered, configured by its key, planned and keeps the contract."""
+def tracked_copy(destination: Path) -> Path:
+    """The repository's tracked files as they are in the working tree, committed in a fresh
+    git repository at ``destination`` (so that `git status` there shows what changed)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.org"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "copy"]):
+        subprocess.run([*git, *command], cwd=destination, check=True, capture_output=True)
+    return destination
+
+
+def add_the_docs_method(copy: Path) -> None:
+    """The changes docs/extending.md names for a method inside the package: its settings
+    section and its `SECTIONS` entry in settings/methods.py, its folder's `__init__.py`."""
     source = doc_files()["last_layer_gaussian.py"]
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
@@ -95,73 +115,83 @@ def test_the_docs_method_added_inside_the_package_touches_two_files(tmp_path):
         "from symbnn.settings import Section\nfrom symbnn.settings.base import setting\n",
         "from symbnn.settings.methods import LastLayerGaussianSettings\n",
     )
-    copy = tmp_path / "src"
-    shutil.copytree(REPO / "src", copy, ignore=shutil.ignore_patterns("__pycache__"))
-    settings_file = copy / "symbnn" / "settings" / "methods.py"
-    text = settings_file.read_text()
-    head, tail = text.split("\nSHIPPED = (\n")
-    entries, rest = tail.split("\n)\n", 1)
-    text = (
-        f"{head}\n{settings_text}\n\nSHIPPED = (\n{entries}\n"
-        f"{shipped_descriptor_block().rstrip()}\n)\n{rest}"
-    )
-    settings_file.write_text(text)
-    (copy / "symbnn" / "methods" / "last_layer.py").write_text(module_text)
-    assert changed_files(REPO / "src", copy) == [
-        "symbnn/methods/last_layer.py",
-        "symbnn/settings/methods.py",
-    ]
+    blocks = package_blocks()
+    entry = blocks["# in SECTIONS of src/symbnn/settings/methods.py"].rstrip()
+    settings_file = copy / "src" / "symbnn" / "settings" / "methods.py"
+    opening = "\nSECTIONS: dict[str, type[Section]] = {\n"
+    head, tail = settings_file.read_text().split(opening)
+    entries, rest = tail.split("\n}\n", 1)
+    settings_file.write_text(f"{head}\n{settings_text}\n{opening}{entries}\n{entry}\n}}\n{rest}")
+    folder = copy / "src" / "symbnn" / "methods" / "last_layer"
+    folder.mkdir()
+    end = blocks["# at the end of src/symbnn/methods/last_layer/__init__.py"]
+    (folder / "__init__.py").write_text(f"{module_text.rstrip()}\n\n\n{end}")
+
+
+def test_the_docs_method_added_inside_the_package(tmp_path):
+    """The changes docs/extending.md names, made in a copy of the whole repository: `make
+    docs` there changes only the files the docs name, the method is registered, and
+    tests/settings and tests/methods pass on the copy (the tests that loop over the
+    registered methods run it: its contract, its samples' store, its settings)."""
+    copy = tracked_copy(tmp_path / "repo")
+    add_the_docs_method(copy)
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    make = ["make", "--no-print-directory", "docs", f"BIN={Path(sys.executable).parent}"]
+    result = subprocess.run([*make, "STAMP="], cwd=copy, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    changed = sorted(line[3:] for line in status.splitlines() if "__pycache__" not in line)
+    assert changed == [
+        "docs/configuration.md",
+        "src/symbnn/methods/last_layer/__init__.py",
+        "src/symbnn/settings/methods.py",
+    ], status
+    page = (copy / "docs" / "configuration.md").read_text()
+    assert "| `last_layer` | LastLayerGaussianSettings \\| none |" in page
     script = textwrap.dedent(
-        f"""
-        import sys, tempfile
-        from pathlib import Path
-        sys.path.insert(0, {str(REPO / "tests")!r})
-        import conftest
+        """
         from symbnn.methods import registry
-        from symbnn.methods.base import Mode, Problem
-        from symbnn.settings import Methods, Recipe
-        from symbnn.settings.schema import config_schema
-        from symbnn.data import load_dataset
-        from symbnn.train.seeding import build_seeded_model
+        from symbnn.settings import Methods
 
         assert registry.METHOD_NAMES[-1] == "last_layer", registry.METHOD_NAMES
+        described = registry.descriptor("last_layer")
+        assert described.implementation == "symbnn.methods.last_layer:LastLayerGaussian"
+        assert registry.is_shipped(described) and described.label == "Last-layer Gaussian"
         methods = Methods.parse(
-            {{"n_samples": 4, "modes": 2, "pool": 4, "last_layer": {{"scale": 0.05}}}}, "m"
+            {"n_samples": 4, "modes": 2, "pool": 4, "last_layer": {"scale": 0.05}}, "m"
         )
         assert registry.configured_methods(methods) == ["last_layer"]
-        assert registry.fit_settings("last_layer", methods) == {{}}
-        assert registry.sample_settings("last_layer", methods) == {{"scale": 0.05}}
-        assert "last_layer" in config_schema()["$defs"]["Methods"]["properties"]
-        train = load_dataset("digits", "train", "data").limited(64)
-        problem = Problem({{"name": "optunet"}}, Recipe(epochs=1, batch_size=32, lr=0.1), train)
-        mode = Mode(3, build_seeded_model({{"name": "optunet"}}, 3).state_dict())
-        described = registry.descriptor("last_layer")
-        conftest.check_method_contract(
-            described, problem, mode, {{"scale": 0.05}}, Path(tempfile.mkdtemp())
-        )
+        assert registry.sample_settings("last_layer", methods) == {"scale": 0.05}
         print("in-package method ok")
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(copy)}
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=copy
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "in-package method ok" in result.stdout
-
-
-def changed_files(before: Path, after: Path) -> list[str]:
-    """The files (relative paths) that differ between two trees, or exist in one only."""
-    found = []
-
-    def walk(compared: filecmp.dircmp, prefix: str) -> None:
-        for name in compared.diff_files + compared.left_only + compared.right_only:
-            found.append(f"{prefix}{name}")
-        for name, sub in compared.subdirs.items():
-            walk(sub, f"{prefix}{name}/")
-
-    walk(filecmp.dircmp(before, after, ignore=["__pycache__"]), "")
-    return sorted(found)
+    assert result.returncode == 0 and "in-package method ok" in result.stdout, result.stderr
+    pytest_in_copy = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    listed = subprocess.run(
+        [*pytest_in_copy, "--collect-only", "tests/methods"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=copy,
+    ).stdout
+    assert "[last_layer]" in listed, listed[-3000:]  # the registry's loops include it
+    result = subprocess.run(
+        [*pytest_in_copy, "-x", "tests/settings", "tests/methods"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=copy,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
 
 
 # --- a method of the user's own in the configuration -------------------------------------

@@ -21,7 +21,7 @@ import torch
 from symbnn.alignment.interpolation import gaussian_curve, grid, loss_barrier
 from symbnn.alignment.matching import align_gaussian
 from symbnn.methods.base import Problem
-from symbnn.methods.bnn import gaussian_state, train_converged_bnn
+from symbnn.methods.bnn.fit import gaussian_state, train_converged_bnn
 from symbnn.models import build_model
 from symbnn.settings import Alignment, Bnn
 from symbnn.symmetry.architectures import unit_groups

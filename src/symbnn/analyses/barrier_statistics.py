@@ -3,7 +3,7 @@ permutations: SGD networks and mean-field VI posteriors, on the packaged digits.
 
 For each of ``pairs`` disjoint pairs of seeds (2i, 2i + 1 after ``first_seed``) two MLPs are
 trained from their own initialisations: by SGD (`symbnn.train.train_seeds`) and by Bayes by
-backprop with Adam (`symbnn.methods.bnn.MeanFieldBNN`: a mean-field Gaussian per weight, a
+backprop with Adam (`symbnn.methods.bnn.fit.MeanFieldBNN`: a mean-field Gaussian per weight, a
 Gaussian prior). B is then aligned
 to A by weight matching (`symbnn.alignment`): the network's weights for SGD, the means and
 standard deviations together (2-Wasserstein cost between the diagonal Gaussians) for VI.
@@ -34,7 +34,7 @@ from symbnn.alignment.interpolation import gaussian_curve, grid, network_curve
 from symbnn.alignment.pairs import curve_rows
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
-from symbnn.methods.bnn import MeanFieldBNN, gaussian_state, noise_generator
+from symbnn.methods.bnn.fit import MeanFieldBNN, gaussian_state, noise_generator
 from symbnn.settings import BarrierStatistics, Recipe
 from symbnn.symmetry import unit_groups
 from symbnn.train import train_seeds

@@ -1,7 +1,7 @@
 """Symmetrised (permutation-invariant) variational posterior, after Gelberg et al. (2024),
 against plain mean-field VI on a small MLP task.
 
-Family. q is a mean-field Gaussian over every weight (`symbnn.methods.bnn.MeanFieldBNN`);
+Family. q is a mean-field Gaussian over every weight (`symbnn.methods.bnn.fit.MeanFieldBNN`);
 G is the group of admissible hidden-unit permutations of the network (every unit group of
 `symbnn.symmetry.unit_groups`; for an MLP 2-H-2, G = S_H). The symmetrised posterior is the
 mixture of q's images under G,
@@ -50,7 +50,7 @@ from torch.nn import functional as F
 
 from symbnn.alignment.interpolation import predictive_accuracy_nll
 from symbnn.analyses import stacked_mlp
-from symbnn.methods.bnn import MeanFieldBNN, gaussian_state, log_normal
+from symbnn.methods.bnn.fit import MeanFieldBNN, gaussian_state, log_normal
 from symbnn.settings import SymmetrizedVi
 from symbnn.symmetry import apply_permutations, random_permutations, unit_groups
 from symbnn.symmetry.structure import Symmetry

@@ -1,28 +1,47 @@
 """Which methods exist, and how the workflow plans them: the one list of methods.
 
-The methods are the shipped descriptors (`SHIPPED`, declared beside their settings in
-`symbnn.settings.methods`) and those an experiment's configuration names by import path
-(``methods: {mine: {class: "package.module:Mine", ...}}``), whose class describes itself
-(`symbnn.methods.interface.Method`). Every function here reads the method's descriptor, none
-singles a method out by its name. No torch is imported: the Snakefile plans jobs from here,
-and every `snakemake` start would pay for the import. A method's implementation is imported by `implementation`,
-inside jobs only (and a user's class, which is its own descriptor, when its settings are
-first read: its module is imported then, so it should keep torch out of its top level).
+Every method describes itself the same way: a `symbnn.methods.interface.Method` subclass whose
+class attributes `describe` reads into a `Descriptor`. The shipped methods are the keys of
+`SHIPPED` (`symbnn.settings.methods`, beside their settings sections), each the class `METHOD`
+of its folder `symbnn.methods.<key>`; the others are those an experiment's configuration
+names by import path (``methods: {mine: {class: "package.module:Mine", ...}}``). Every
+function here reads the method's descriptor, none singles a method out by its name. No torch
+is imported: the Snakefile plans jobs from here, and every `snakemake` start would pay for
+the import. A shipped method's folder keeps torch in its `fit` module, imported by its steps
+inside jobs only; a user's class is imported when its settings are first read, so its module
+should keep torch out of its top level too.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from functools import cache
 
 from symbnn import trust, user_code
 from symbnn.methods.interface import Descriptor, Draw, Method, describe, split_counts
 from symbnn.settings import Experiment, Methods, Section
-from symbnn.settings.methods import SHIPPED, ImportedMethod
+from symbnn.settings.methods import SECTIONS, SHIPPED, ImportedMethod
 
-METHOD_NAMES = tuple(d.name for d in SHIPPED)
-LABELS = {d.name: d.label for d in SHIPPED}
-_SHIPPED = {d.name: d for d in SHIPPED}
+
+@cache
+def _shipped(name: str) -> Descriptor:
+    """The descriptor of shipped method ``name``: its folder's class, described like a
+    user's; its settings must be the section `Methods` reads for the key."""
+    module = importlib.import_module(f"symbnn.methods.{name}")
+    cls = module.METHOD
+    described = describe(name, f"{module.__name__}:{cls.__name__}", cls)
+    if described.settings is not SECTIONS[name]:
+        raise ValueError(
+            f"method {described.implementation!r}: its settings {described.settings.__name__} "
+            f"are not the section symbnn.settings.methods.SECTIONS[{name!r}] "
+            f"({SECTIONS[name].__name__})"
+        )
+    return described
+
+
+METHOD_NAMES = SHIPPED
+LABELS = {name: _shipped(name).label for name in SHIPPED}
 
 __all__ = [
     "Descriptor",
@@ -64,19 +83,19 @@ def _imported(method: str, methods: Methods | None) -> ImportedMethod | None:
 def descriptor(method: str, methods: Methods | None = None) -> Descriptor:
     """The descriptor of a shipped method, or of one that ``methods`` names by import path
     (its class imported, if trusted: `symbnn.trust`)."""
-    if method in _SHIPPED:
-        return _SHIPPED[method]
+    if method in SHIPPED:
+        return _shipped(method)
     entry = _imported(method, methods)
     if entry is None:
         configured = configured_methods(methods) if methods is not None else []
-        extra = [name for name in configured if name not in _SHIPPED]
+        extra = [name for name in configured if name not in SHIPPED]
         raise ValueError(f"unknown method {method!r} (known: {', '.join([*METHOD_NAMES, *extra])})")
     return describe(entry.name, entry.path, trust.import_object("method", entry.path))
 
 
 def is_shipped(described: Descriptor) -> bool:
     """Whether the descriptor is one of symbnn's own methods (else the user's class)."""
-    return _SHIPPED.get(described.name) is described
+    return described.name in SHIPPED and _shipped(described.name) is described
 
 
 def check_method(method: str, methods: Methods | None = None) -> str:
@@ -96,7 +115,7 @@ def check_variant(method: str, variant: str, methods: Methods | None = None) -> 
 def configured_methods(methods: Methods) -> list[str]:
     """The methods an experiment's `methods` section turns on: the shipped ones in registry
     order, then the user's in the configuration's order."""
-    shipped = [d.name for d in SHIPPED if getattr(methods, d.name) is not None]
+    shipped = [name for name in SHIPPED if getattr(methods, name) is not None]
     return shipped + [entry.name for entry in methods.imported]
 
 

@@ -1,11 +1,15 @@
-"""Settings of the posterior approximations: the sampling as a whole (`Methods`), one
-section per shipped method and its descriptor (`SHIPPED`: what the workflow needs to plan it,
-`symbnn.methods.interface.Descriptor`); a method runs when its key is present (``de: {}``
-turns it on). Any other key of `Methods` is a method of the user's own, named by the import
-path of its class (``mine: {class: "package.module:Mine", ...its settings}``).
+"""Settings of the posterior approximations: the sampling as a whole (`Methods`) and one
+section per shipped method (`SECTIONS`; `SHIPPED` is their keys); a method runs when its key
+is present (``de: {}`` turns it on). Any other key of `Methods` is a method of the user's own,
+named by the import path of its class (``mine: {class: "package.module:Mine", ...its
+settings}``).
 
-A shipped method is its settings section and its descriptor here, and its implementation
-(a `symbnn.methods.interface.Method` subclass) in its module of `symbnn.methods`."""
+A shipped method is its settings section here and its folder `symbnn.methods.<key>`: a
+`symbnn.methods.interface.Method` subclass that describes it by its class attributes, as a
+user's class does, and its code. The sections live here, not in the folders, because the
+settings layer imports nothing above itself and `Methods` needs every shipped section to
+read a configuration; the settings check the pool a method's replicates take with the
+descriptor of `symbnn.settings.descriptor`."""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from symbnn.settings.base import (
     plain,
     setting,
 )
-from symbnn.settings.descriptor import Descriptor
+from symbnn.settings.descriptor import Descriptor, members_span
 from symbnn.settings.training import recipe_changes
 
 
@@ -261,60 +265,25 @@ class DeepEnsembles(Section):
         le=MAX_NETWORKS,
     )
 
+    def stride_in(self, methods: Methods) -> int:
+        """Pool networks between the first members of consecutive replicates (what
+        `Descriptor.stride` reads; a section whose samples are pool members defines it, and
+        `Methods.check` checks the pool holds them)."""
+        return self.stride or methods.n_samples
 
-# The shipped methods, in the order of Table 1's rows. Adding one: its settings section and
-# descriptor here, its implementation in src/symbnn/methods/ (docs/extending.md).
-SHIPPED = (
-    Descriptor(
-        "dropout",
-        "MC Dropout",
-        Dropout,
-        "symbnn.methods.dropout:McDropout",
-        trains_from_scratch=True,
-        batched_fit=True,
-    ),
-    Descriptor(
-        "bnn",
-        "BNN",
-        Bnn,
-        "symbnn.methods.bnn:BayesByBackprop",
-        trains_from_scratch=True,
-        batched_fit=True,
-    ),
-    Descriptor(
-        "sghmc",
-        "SGHMC",
-        Sghmc,
-        "symbnn.methods.sghmc:SghmcChains",
-        samples_at_fit=True,
-        batched_fit=True,
-    ),
-    Descriptor(
-        "swag",
-        "SWAG",
-        Swag,
-        "symbnn.methods.swag:SwagGaussian",
-        sampling_keys=("scale", "bn_update"),
-        batched_fit=True,
-    ),
-    Descriptor(
-        "laplace",
-        "Laplace",
-        Laplace,
-        "symbnn.methods.laplace:LaplaceApproximation",
-        samples_at_fit=True,
-        prediction_keys=("predictive",),
-    ),
-    Descriptor(
-        "de",
-        "Deep Ensembles",
-        DeepEnsembles,
-        "symbnn.methods.deep_ensembles:DeepEnsembleMembers",
-        samples_at_fit=True,
-        members=True,
-        variants=("multi",),
-    ),
-)
+
+# The shipped methods' settings sections by config key, in the order of Table 1's rows; a
+# method runs when its key is present. Each key names a folder src/symbnn/methods/<key>/ whose
+# class describes the method and whose `fit` module holds its code (docs/extending.md).
+SECTIONS: dict[str, type[Section]] = {
+    "dropout": Dropout,
+    "bnn": Bnn,
+    "sghmc": Sghmc,
+    "swag": Swag,
+    "laplace": Laplace,
+    "de": DeepEnsembles,
+}
+SHIPPED: tuple[str, ...] = tuple(SECTIONS)
 
 # a method's config key: it names its results folder and is a workflow wildcard
 METHOD_NAME = r"[a-z][a-z0-9_]*"
@@ -335,11 +304,13 @@ class ImportedMethod:
 
 
 def _one_field_per_shipped_method(cls: type) -> type:
-    """Give `Methods` an optional field per descriptor of SHIPPED (its settings section,
-    described by its label), after the fields its class body declares."""
-    for descriptor in SHIPPED:
-        cls.__annotations__[descriptor.name] = descriptor.settings | None
-        setattr(cls, descriptor.name, setting(None, descriptor.label))
+    """Give `Methods` an optional field per shipped method (its settings section), after the
+    fields its class body declares."""
+    for name, section in SECTIONS.items():
+        cls.__annotations__[name] = section | None
+        setattr(
+            cls, name, setting(None, "turns the method on, with these settings ({}: the defaults)")
+        )
     return cls
 
 
@@ -465,21 +436,26 @@ class Methods(Section):
                 f"{where}.n_samples: {self.n_samples} is below the {self.window} modes of a "
                 "multi-mode replicate: every mode needs a sample"
             )
-        for descriptor in SHIPPED:
-            settings = getattr(self, descriptor.name)
-            if settings is not None:
-                self.check_pool(descriptor, settings, where)
+        for name in SHIPPED:
+            settings = getattr(self, name)
+            stride_in = getattr(settings, "stride_in", None)  # a section of pool members
+            if stride_in is not None:
+                self._check_members(name, stride_in(self), where)
 
     def check_pool(self, descriptor: Descriptor, settings: Section, where: str) -> None:
-        """The pool must hold the networks a method's replicates take (its members)."""
-        needed = descriptor.members_needed(self, settings)
+        """The pool must hold the networks a method's replicates take (a method whose samples
+        are pool members; a method of the user's own, once its class is described)."""
+        if descriptor.members:
+            self._check_members(descriptor.name, descriptor.stride(self, settings), where)
+
+    def _check_members(self, name: str, stride: int, where: str) -> None:
+        needed = members_span(self, stride)
         if needed > self.pool:
-            stride = descriptor.stride(self, settings)
             raise ConfigError(
                 f"{where}.pool: {self.pool} is below the {needed} networks that "
-                f"{self.replicates} {descriptor.label} replicate(s) of {self.n_samples} members "
-                f"(stride {stride}) take; raise pool or {descriptor.name}.stride's overlap (a "
-                "smaller stride)"
+                f"{self.replicates} replicate(s) of {name} of {self.n_samples} members "
+                f"(stride {stride}) take; raise pool or {name}.stride's overlap (a smaller "
+                "stride)"
             )
 
     @property

@@ -73,7 +73,6 @@ from symbnn.methods.base import (
     generator,
     last_linear,
 )
-from symbnn.methods.interface import Method
 from symbnn.settings import Laplace
 
 BATCH_SIZE = 256  # images per curvature batch: bounds the memory of Jacobians / activations
@@ -234,17 +233,17 @@ def fit_mode(problem: Problem, mode: Mode, settings: Laplace):
     return la, model, state
 
 
-class LaplaceApproximation(Method):
-    def fit(self, problem: Problem, mode: Mode, settings: Laplace, seed: int, count: int) -> Fitted:
-        """`count` draws from the Laplace approximation at `mode`, as name -> (count,
-        *shape)."""
-        count = check_count("laplace", count)
-        la, model, state = fit_mode(problem, mode, settings)
-        with torch.random.fork_rng(devices=_fork_devices(problem.device)), torch.no_grad():
-            flat = la.sample(int(count), generator=generator(seed, problem.device))
-        return {"samples": to_states(flat, model, settings.subset, state)}
+def fit(problem: Problem, mode: Mode, settings: Laplace, seed: int, count: int) -> Fitted:
+    """`count` draws from the Laplace approximation at `mode`, as name -> (count,
+    *shape)."""
+    count = check_count("laplace", count)
+    la, model, state = fit_mode(problem, mode, settings)
+    with torch.random.fork_rng(devices=_fork_devices(problem.device)), torch.no_grad():
+        flat = la.sample(int(count), generator=generator(seed, problem.device))
+    return {"samples": to_states(flat, model, settings.subset, state)}
 
-    def sample(
-        self, problem: Problem, fitted: Fitted, count: int, settings: Laplace, seed: int
-    ) -> dict[str, torch.Tensor]:
-        return fitted_samples("laplace", fitted, count)
+
+def sample(
+    problem: Problem, fitted: Fitted, count: int, settings: Laplace, seed: int
+) -> dict[str, torch.Tensor]:
+    return fitted_samples("laplace", fitted, count)

@@ -60,7 +60,6 @@ from symbnn.methods.base import (
     stacked_states,
 )
 from symbnn.methods.base import data_order_seed as base_data_order_seed
-from symbnn.methods.interface import BatchedMethod
 from symbnn.settings import Recipe, Swag
 from symbnn.train.batched import train_batched
 from symbnn.train.batchnorm import batchnorm_layers, refresh_batchnorm, training_inputs
@@ -290,52 +289,51 @@ def fit_swag_batched(
     return [(problem.build(unstack(params, k)), moments[k]) for k in range(len(modes))]
 
 
-class SwagGaussian(BatchedMethod):
-    def fit_modes(
-        self,
-        problem: Problem,
-        modes: list[Mode],
-        settings: Swag,
-        seeds: list[int],
-        counts: list[int | None],
-    ) -> list[Fitted]:
-        """The SWAG moments at each mode and the network at its last SGD iterate (its
-        buffers)."""
-        if fits_in_batch(problem):
-            fitted = fit_swag_batched(problem, modes, settings, seeds, progress=True)
-        else:
-            fitted = [fit_swag(problem, m, settings, s) for m, s in zip(modes, seeds, strict=True)]
-        return [
-            {
-                "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
-                "moments": moments.to_dict(),
-            }
-            for model, moments in fitted
-        ]
+def fit_modes(
+    problem: Problem,
+    modes: list[Mode],
+    settings: Swag,
+    seeds: list[int],
+    counts: list[int | None],
+) -> list[Fitted]:
+    """The SWAG moments at each mode and the network at its last SGD iterate (its
+    buffers)."""
+    if fits_in_batch(problem):
+        fitted = fit_swag_batched(problem, modes, settings, seeds, progress=True)
+    else:
+        fitted = [fit_swag(problem, m, settings, s) for m, s in zip(modes, seeds, strict=True)]
+    return [
+        {
+            "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
+            "moments": moments.to_dict(),
+        }
+        for model, moments in fitted
+    ]
 
-    def sample(
-        self, problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
-    ) -> dict[str, torch.Tensor]:
-        """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""
-        count = check_count(NAME, count)
-        device = torch.device(problem.device)
-        model = problem.build(fitted["state"])
-        model.train()  # as SGD left it: a BatchNorm refresh runs in train mode
-        moments = SwagMoments.from_dict(fitted["moments"], device)
-        params = list(model.parameters())
-        sizes = [p.numel() for p in params]
-        refresh = settings.bn_update and bool(batchnorm_layers(model))
-        gen = generator(seed, device)
-        out: dict[str, list[torch.Tensor]] = {name: [] for name in model.state_dict()}
-        for _ in range(count):  # one at a time: a draw and its BatchNorm refresh
-            theta = moments.sample(1, gen, settings.scale)[0]
-            with torch.no_grad():
-                for p, chunk in zip(params, theta.split(sizes)):
-                    p.copy_(chunk.view_as(p))
-            if refresh:
-                refresh_batchnorm(
-                    model, training_inputs(problem.train, problem.recipe.batch_size, device)
-                )
-            for name, tensor in model.state_dict().items():
-                out[name].append(tensor.detach().to("cpu", copy=True))
-        return {name: torch.stack(tensors) for name, tensors in out.items()}
+
+def sample(
+    problem: Problem, fitted: Fitted, count: int, settings: Swag, seed: int
+) -> dict[str, torch.Tensor]:
+    """`count` SWAG samples as a stacked CPU state dict name -> (count, *shape)."""
+    count = check_count(NAME, count)
+    device = torch.device(problem.device)
+    model = problem.build(fitted["state"])
+    model.train()  # as SGD left it: a BatchNorm refresh runs in train mode
+    moments = SwagMoments.from_dict(fitted["moments"], device)
+    params = list(model.parameters())
+    sizes = [p.numel() for p in params]
+    refresh = settings.bn_update and bool(batchnorm_layers(model))
+    gen = generator(seed, device)
+    out: dict[str, list[torch.Tensor]] = {name: [] for name in model.state_dict()}
+    for _ in range(count):  # one at a time: a draw and its BatchNorm refresh
+        theta = moments.sample(1, gen, settings.scale)[0]
+        with torch.no_grad():
+            for p, chunk in zip(params, theta.split(sizes)):
+                p.copy_(chunk.view_as(p))
+        if refresh:
+            refresh_batchnorm(
+                model, training_inputs(problem.train, problem.recipe.batch_size, device)
+            )
+        for name, tensor in model.state_dict().items():
+            out[name].append(tensor.detach().to("cpu", copy=True))
+    return {name: torch.stack(tensors) for name, tensors in out.items()}

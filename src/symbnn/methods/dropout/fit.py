@@ -47,7 +47,6 @@ from symbnn.methods.base import (
     retried,
     train_modes_until_converged,
 )
-from symbnn.methods.interface import BatchedMethod
 from symbnn.settings import Dropout
 from symbnn.train.batched import train_batched
 from symbnn.train.evaluate import accuracy, unstack
@@ -216,54 +215,53 @@ def sample_trained(
     return fold_masks(model.state_dict(), [f"{name}.weight" for name, _ in targets], masks, rate)
 
 
-class McDropout(BatchedMethod):
-    def fit_modes(
-        self,
-        problem: Problem,
-        modes: list[Mode],
-        settings: Dropout,
-        seeds: list[int],
-        counts: list[int | None],
-    ) -> list[Fitted]:
-        """Train each mode's seed with dropout (the modes' states are ignored), retrying fresh
-        seeds for the modes whose network (dropout off) misses the target's convergence
-        threshold: their weights."""
-        dropout_layers(problem.build(), settings.layers)  # validate before training
-        rate, layers = settings.rate, settings.layers
-        if fits_in_batch(problem):
+def fit_modes(
+    problem: Problem,
+    modes: list[Mode],
+    settings: Dropout,
+    seeds: list[int],
+    counts: list[int | None],
+) -> list[Fitted]:
+    """Train each mode's seed with dropout (the modes' states are ignored), retrying fresh
+    seeds for the modes whose network (dropout off) misses the target's convergence
+    threshold: their weights."""
+    dropout_layers(problem.build(), settings.layers)  # validate before training
+    rate, layers = settings.rate, settings.layers
+    if fits_in_batch(problem):
 
-            def train(seeds: list[int]) -> list[nn.Module]:
-                return train_with_dropout_batched(problem, seeds, rate, layers, progress=True)
-        else:
+        def train(seeds: list[int]) -> list[nn.Module]:
+            return train_with_dropout_batched(problem, seeds, rate, layers, progress=True)
+    else:
 
-            def train(seeds: list[int]) -> list[nn.Module]:
-                return [train_with_dropout(problem, s, rate, layers) for s in seeds]
+        def train(seeds: list[int]) -> list[nn.Module]:
+            return [train_with_dropout(problem, s, rate, layers) for s in seeds]
 
-        attempts: list[list[float]] = [[] for _ in modes]
-        trained = train_modes_until_converged(
-            "dropout",
-            problem,
-            [mode.seed for mode in modes],
-            train,
-            lambda m: accuracy(m, problem.test, problem.device),
-            attempts,
-        )
-        return [
-            {
-                "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
-                "train_seed": used,
-                "test_accuracy": score,
-                **retried(problem, tries),
-            }
-            for (model, used, score), tries in zip(trained, attempts, strict=True)
-        ]
+    attempts: list[list[float]] = [[] for _ in modes]
+    trained = train_modes_until_converged(
+        "dropout",
+        problem,
+        [mode.seed for mode in modes],
+        train,
+        lambda m: accuracy(m, problem.test, problem.device),
+        attempts,
+    )
+    return [
+        {
+            "state": {name: t.detach().cpu() for name, t in model.state_dict().items()},
+            "train_seed": used,
+            "test_accuracy": score,
+            **retried(problem, tries),
+        }
+        for (model, used, score), tries in zip(trained, attempts, strict=True)
+    ]
 
-    def sample(
-        self, problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
-    ) -> dict[str, torch.Tensor]:
-        """`count` masks folded into the trained weights."""
-        model = problem.build(fitted["state"]).eval()
-        return sample_trained(model, count, settings.rate, settings.layers, seed)
+
+def sample(
+    problem: Problem, fitted: Fitted, count: int, settings: Dropout, seed: int
+) -> dict[str, torch.Tensor]:
+    """`count` masks folded into the trained weights."""
+    model = problem.build(fitted["state"]).eval()
+    return sample_trained(model, count, settings.rate, settings.layers, seed)
 
 
 __all__ = [
@@ -276,5 +274,4 @@ __all__ = [
     "draw_masks",
     "fold_masks",
     "sample_trained",
-    "McDropout",
 ]

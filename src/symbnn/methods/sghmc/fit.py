@@ -1,6 +1,6 @@
 """Stochastic-gradient Hamiltonian Monte Carlo (SGHMC) chains, started from a trained mode.
 
-Two samplers (`symbnn.methods.sghmc_dynamics` has them on plain tensors, docs/maths.md 4.4):
+Two samplers (`symbnn.methods.sghmc.dynamics` has them on plain tensors, docs/maths.md 4.4):
 
 - `scale_adapted` (default): the paper's reference code, H_SA_SGHMC of the
   "Bayesian-Neural-Networks" repository (Springenberg et al. 2016): a per-element
@@ -58,14 +58,13 @@ from symbnn.methods.base import (
     stacked_states,
 )
 from symbnn.methods.base import data_order_seed as base_data_order_seed
-from symbnn.methods.interface import BatchedMethod
-from symbnn.methods.sghmc_dynamics import (
+from symbnn.methods.sghmc.dynamics import (
     GammaHyperprior,
     GaussianPrior,
     MomentumSghmc,
     ScaleAdaptedSghmc,
 )
-from symbnn.methods.sghmc_dynamics import sghmc_step as sghmc_step  # the momentum core
+from symbnn.methods.sghmc.dynamics import sghmc_step as sghmc_step  # the momentum core
 from symbnn.settings import Recipe, Sghmc
 from symbnn.train.batched import train_batched
 from symbnn.train.flat import FlatStack
@@ -141,30 +140,28 @@ def data_order_seed(mode_seed: int, seed: int) -> int:
     return base_data_order_seed(mode_seed, seed, _DATA_ORDER_TAG)
 
 
-class SghmcChains(BatchedMethod):
-    def fit_modes(
-        self,
-        problem: Problem,
-        modes: list[Mode],
-        settings: Sghmc,
-        seeds: list[int],
-        counts: list[int | None],
-    ) -> list[Fitted]:
-        """The chain from each mode (with its seed): its `count` samples."""
-        if fits_in_batch(problem):
-            chains = chains_batched(problem, modes, counts, settings, seeds, progress=True)
-        else:
-            chains = [
-                chain(problem, m, c, settings, s)
-                for m, c, s in zip(modes, counts, seeds, strict=True)
-            ]
-        return [{"samples": samples} for samples in chains]
+def fit_modes(
+    problem: Problem,
+    modes: list[Mode],
+    settings: Sghmc,
+    seeds: list[int],
+    counts: list[int | None],
+) -> list[Fitted]:
+    """The chain from each mode (with its seed): its `count` samples."""
+    if fits_in_batch(problem):
+        chains = chains_batched(problem, modes, counts, settings, seeds, progress=True)
+    else:
+        chains = [
+            chain(problem, m, c, settings, s) for m, c, s in zip(modes, counts, seeds, strict=True)
+        ]
+    return [{"samples": samples} for samples in chains]
 
-    def sample(
-        self, problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
-    ) -> dict[str, torch.Tensor]:
-        """The chain's samples, as `fit` drew them."""
-        return fitted_samples(NAME, fitted, count)
+
+def sample(
+    problem: Problem, fitted: Fitted, count: int, settings: Sghmc, seed: int
+) -> dict[str, torch.Tensor]:
+    """The chain's samples, as `fit` drew them."""
+    return fitted_samples(NAME, fitted, count)
 
 
 def sampler(

@@ -1,5 +1,5 @@
 """The two SGHMC samplers on plain tensors: any potential, any shape. The network chain
-(`symbnn.methods.sghmc`) and the tests drive the same code with a gradient.
+(`symbnn.methods.sghmc.fit`) and the tests drive the same code with a gradient.
 
 Both are the momentum form of Chen et al. (2014, eq. 15), element by element,
 

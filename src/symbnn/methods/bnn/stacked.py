@@ -1,4 +1,4 @@
-"""Bayes by backprop for a block of modes in one batched run (`symbnn.methods.bnn` has the
+"""Bayes by backprop for a block of modes in one batched run (`symbnn.methods.bnn.fit` has the
 method, its maths and the loop reference `train_bnn`).
 
 K modes with S ELBO draws each are K * S stacked networks of the batched trainer's
@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from symbnn.methods.base import Problem
-from symbnn.methods.bnn import noise_generator
+from symbnn.methods.bnn.noise import noise_generator
 from symbnn.progress import progress as progress_bar
 from symbnn.settings import Bnn
 from symbnn.train.batched import hand_written, seeded_parameters, stacked_net
@@ -37,7 +37,7 @@ from symbnn.train.stepping import StackedGradients, batch_steps, chunks_of, in_s
 
 
 def log_prior_grad(w: torch.Tensor, pi: float, sigma1: float, sigma2: float) -> torch.Tensor:
-    """d/dw of `symbnn.methods.bnn.log_scale_mixture_prior`, elementwise: -w / s^2 weighted by
+    """d/dw of `symbnn.methods.bnn.fit.log_scale_mixture_prior`, elementwise: -w / s^2 weighted by
     each component's responsibility."""
     if pi >= 1.0:
         return w / -(sigma1**2)
@@ -115,7 +115,7 @@ def train_bnn_batched(
     chunk: int | None = None,
     progress: bool = False,
 ) -> list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]]:
-    """`symbnn.methods.bnn.train_bnn` for every seed in one batched run (the model needs a
+    """`symbnn.methods.bnn.fit.train_bnn` for every seed in one batched run (the model needs a
     hand-written pass): per seed, q's means and rhos (name -> tensor, on the problem's
     device)."""
     recipe = settings.recipe.apply(problem.recipe)

@@ -36,7 +36,7 @@ changed by settings.recipe in the mode seed's data order (reparameterisation noi
 a generator derived from the mode seed), and the `count` samples are independent draws from
 the trained q with a generator seeded by `seed`. The modes of a block train together in the
 batched trainer where it has a hand-written pass for the model
-(`symbnn.methods.bnn_stacked`), else one by one (`train_bnn`, the reference).
+(`symbnn.methods.bnn.stacked`), else one by one (`train_bnn`, the reference).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call
@@ -62,15 +61,15 @@ from symbnn.methods.base import (
     train_modes_until_converged,
     train_until_converged,
 )
-from symbnn.methods.interface import BatchedMethod
+from symbnn.methods.bnn.noise import noise_generator
+from symbnn.methods.bnn.stacked import train_bnn_batched
 from symbnn.settings import Bnn
 from symbnn.train.evaluate import accuracy
 from symbnn.train.loop import fit_module
-from symbnn.train.seeding import build_seeded_model, check_seed
+from symbnn.train.seeding import build_seeded_model
 
 BNN = Bnn()  # library defaults are the settings layer's
 
-_TRAIN_STREAM = 0x626E6E  # "bnn": tags the training-noise stream derived from the mode seed
 _LOG_2PI = math.log(2 * math.pi)
 
 Likelihood = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> mean nll
@@ -229,12 +228,6 @@ class MeanFieldBNN(nn.Module):
         return out
 
 
-def noise_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
-    """The training-noise stream of mode seed `seed` (independent of its init/order streams)."""
-    entropy = np.random.SeedSequence([check_seed(seed), _TRAIN_STREAM])
-    return generator(int(entropy.generate_state(1, dtype=np.uint64)[0]) >> 1, device)
-
-
 def variational_model(problem: Problem, seed: int, settings: Bnn) -> MeanFieldBNN:
     """q before training: mu at seed `seed`'s initial weights, rho at settings.rho_init."""
     net = build_seeded_model(problem.model_spec, seed).to(problem.device)
@@ -310,66 +303,64 @@ def gaussian_state(q: MeanFieldBNN) -> tuple[dict[str, torch.Tensor], dict[str, 
     return mean, std
 
 
-class BayesByBackprop(BatchedMethod):
-    def fit_modes(
-        self,
-        problem: Problem,
-        modes: list[Mode],
-        settings: Bnn,
-        seeds: list[int],
-        counts: list[int | None],
-    ) -> list[Fitted]:
-        """Train q for each mode's seed (the modes' states are ignored), retrying fresh seeds
-        for the modes whose network at q's means misses the target's convergence threshold:
-        their means, rhos and the network's buffers."""
-        recipe = settings.recipe.apply(problem.recipe)  # fail before training
-        if fits_in_batch(problem, recipe):
-            from symbnn.methods.bnn_stacked import train_bnn_batched  # it imports this module
+def fit_modes(
+    problem: Problem,
+    modes: list[Mode],
+    settings: Bnn,
+    seeds: list[int],
+    counts: list[int | None],
+) -> list[Fitted]:
+    """Train q for each mode's seed (the modes' states are ignored), retrying fresh seeds
+    for the modes whose network at q's means misses the target's convergence threshold:
+    their means, rhos and the network's buffers."""
+    recipe = settings.recipe.apply(problem.recipe)  # fail before training
+    if fits_in_batch(problem, recipe):
 
-            def train(seeds: list[int]) -> list[MeanFieldBNN]:
-                fitted = train_bnn_batched(problem, seeds, settings, progress=True)
-                return [
-                    with_parameters(
-                        variational_model(problem, s, settings),
-                        list(mu.values()),
-                        list(rho.values()),
-                    )
-                    for s, (mu, rho) in zip(seeds, fitted, strict=True)
-                ]
-        else:
+        def train(seeds: list[int]) -> list[MeanFieldBNN]:
+            fitted = train_bnn_batched(problem, seeds, settings, progress=True)
+            return [
+                with_parameters(
+                    variational_model(problem, s, settings),
+                    list(mu.values()),
+                    list(rho.values()),
+                )
+                for s, (mu, rho) in zip(seeds, fitted, strict=True)
+            ]
+    else:
 
-            def train(seeds: list[int]) -> list[MeanFieldBNN]:
-                return [train_bnn(problem, s, settings) for s in seeds]
+        def train(seeds: list[int]) -> list[MeanFieldBNN]:
+            return [train_bnn(problem, s, settings) for s in seeds]
 
-        attempts: list[list[float]] = [[] for _ in modes]
-        trained = train_modes_until_converged(
-            "bnn",
-            problem,
-            [mode.seed for mode in modes],
-            train,
-            lambda q: mean_accuracy(q, problem.test, problem.device),
-            attempts,
-        )
-        return [
-            {
-                "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
-                "mu": [m.detach().cpu() for m in bnn.mu],
-                "rho": [r.detach().cpu() for r in bnn.rho],
-                "train_seed": used,
-                "test_accuracy": score,
-                **retried(problem, tries),
-            }
-            for (bnn, used, score), tries in zip(trained, attempts, strict=True)
-        ]
+    attempts: list[list[float]] = [[] for _ in modes]
+    trained = train_modes_until_converged(
+        "bnn",
+        problem,
+        [mode.seed for mode in modes],
+        train,
+        lambda q: mean_accuracy(q, problem.test, problem.device),
+        attempts,
+    )
+    return [
+        {
+            "net": {name: t.detach().cpu() for name, t in bnn.net.state_dict().items()},
+            "mu": [m.detach().cpu() for m in bnn.mu],
+            "rho": [r.detach().cpu() for r in bnn.rho],
+            "train_seed": used,
+            "test_accuracy": score,
+            **retried(problem, tries),
+        }
+        for (bnn, used, score), tries in zip(trained, attempts, strict=True)
+    ]
 
-    def sample(
-        self, problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
-    ) -> dict[str, torch.Tensor]:
-        """`count` independent draws from the trained q."""
-        bnn = variational_model(problem, 0, settings)
-        bnn.net.load_state_dict(fitted["net"])
-        with_parameters(bnn, fitted["mu"], fitted["rho"])
-        return bnn.eval().sample_states(count, generator(seed))
+
+def sample(
+    problem: Problem, fitted: Fitted, count: int, settings: Bnn, seed: int
+) -> dict[str, torch.Tensor]:
+    """`count` independent draws from the trained q."""
+    bnn = variational_model(problem, 0, settings)
+    bnn.net.load_state_dict(fitted["net"])
+    with_parameters(bnn, fitted["mu"], fitted["rho"])
+    return bnn.eval().sample_states(count, generator(seed))
 
 
 __all__ = [
@@ -388,5 +379,4 @@ __all__ = [
     "variational_model",
     "train_bnn",
     "mean_accuracy",
-    "BayesByBackprop",
 ]
