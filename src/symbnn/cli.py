@@ -111,9 +111,9 @@ def trust_named_models(paths: list[str]) -> None:
 
 
 def _load_config_here() -> None:
-    from symbnn.settings import load_config
+    from symbnn.config_code import load_checked_config
 
-    load_config(CONFIG)  # trusts the models it names
+    load_checked_config(CONFIG)  # trusts the models it names once they pass its checks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from symbnn import trust
-from symbnn.settings import Config, Experiment, Methods, config_from_mapping, loader_check
-from symbnn.settings.load import check_duplicated_keys, check_imports
+from symbnn.config_code import check_imports, check_loaders_in_child
+from symbnn.settings import Config, Experiment, Methods, config_from_mapping
+from symbnn.settings.load import check_duplicated_keys
 
 
 def put_sources_on_pythonpath(basedir: str | os.PathLike) -> str:
@@ -30,7 +31,7 @@ def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
     files with a plain YAML loader, which keeps the later of two equal keys: they are read
     again here to refuse that. The models and methods the experiments to run name by import
     path must import and be what they claim to be; their dataset loaders are checked in a
-    child process (`symbnn.settings.loader_check`: no torch here), by the process that plans
+    child process (`symbnn.config_code`: no torch here), by the process that plans
     only. Every import path the configuration names is trusted here and, through
     SYMBNN_TRUSTED_IMPORTS, in every job."""
     files = [str(f) for f in getattr(workflow, "configfiles", [])]
@@ -40,7 +41,7 @@ def workflow_settings(config: dict[str, Any], workflow: Any) -> Config:
     check_imports(settings, settings.run, source, datasets=False)
     trust.export_to_environment()
     if getattr(workflow, "is_main_process", True):  # a job re-planning was checked already
-        loader_check.check_in_child(settings, settings.run, source)
+        check_loaders_in_child(settings, settings.run, source)
     return settings
 
 

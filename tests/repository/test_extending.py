@@ -20,6 +20,7 @@ from conftest import check_method_contract, repo_config
 from extending_docs import DOC, EXAMPLE_MODULES, METHOD, doc_blocks, doc_files
 
 from symbnn import trust
+from symbnn.config_code import load_checked_config
 from symbnn.data import load_dataset
 from symbnn.data.core import DatasetError
 from symbnn.methods import registry
@@ -250,7 +251,7 @@ def test_a_user_methods_settings_are_checked_by_its_class(examples, entry, messa
         i for i, text in enumerate(path.read_text().splitlines(), 1) if "last_layer:" in text
     )
     with pytest.raises(ConfigError) as error:
-        load_config(path)
+        load_checked_config(path)
     text = str(error.value)
     assert message in text and "experiments.default.methods.last_layer" in text
     assert f"{path}, line " in text and int(re.search(r"line (\d+)", text)[1]) >= line

@@ -15,6 +15,7 @@ import yaml
 
 from symbnn import settings as S
 from symbnn.cli import main
+from symbnn.config_code import load_checked_config
 from symbnn.jobenv import workflow_settings
 from symbnn.settings import ConfigError, config_from_mapping, load_config
 from symbnn.settings.base import Section, type_hints
@@ -187,7 +188,7 @@ def test_a_model_import_path_must_import(tmp_path, capsys, monkeypatch, name, re
 
 
 def test_an_importable_model_passes_and_only_the_run_is_imported_by_the_workflow(tmp_path):
-    assert load_config(with_model(tmp_path, "user_models:SmallCNN"))
+    assert load_checked_config(with_model(tmp_path, "user_models:SmallCNN"))
     path = with_model(tmp_path, "pkg.mod:Cls")
     config = yaml.safe_load(path.read_text())
     with pytest.raises(ConfigError, match="experiments.default.model.name: .*'pkg.mod'"):
@@ -275,8 +276,34 @@ def test_a_configuration_that_fails_its_checks_trusts_nothing(tmp_path, monkeypa
     trust.forget()
     path = with_model(tmp_path, "os:system")
     with pytest.raises(ConfigError, match="model.name: model 'os:system': 'system' is a "):
-        load_config(path)
+        load_checked_config(path)
     assert not trust.is_trusted("model", "os:system")
+    trust.forget()
+
+
+def test_the_settings_layer_trusts_named_code_without_importing_it(tmp_path, monkeypatch):
+    """`symbnn.settings.load_config` parses and trusts; only `symbnn.config_code` imports."""
+    from symbnn import trust
+
+    (tmp_path / "usermods.py").write_text(USERMODS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(trust.ENVIRONMENT, raising=False)
+    trust.forget()
+    path = written(
+        tmp_path,
+        edited(
+            "model: {name: optunet, conv1_channels: 4, conv2_channels: 12, hidden: 10}",
+            "model: {name: 'usermods:not_a_class'}",
+        ),
+    )
+    sys.modules.pop("usermods", None)
+    assert load_config(path).experiments["default"].model.name == "usermods:not_a_class"
+    assert "usermods" not in sys.modules and trust.is_trusted("model", "usermods:not_a_class")
+    trust.forget()
+    with pytest.raises(ConfigError, match="model.name: .*'not_a_class' is a function"):
+        load_checked_config(path)
+    assert not trust.is_trusted("model", "usermods:not_a_class")
+    sys.modules.pop("usermods", None)
     trust.forget()
 
 

@@ -10,9 +10,9 @@ import json
 def _check(args) -> int:
     import yaml
 
-    from symbnn.settings import load_config
+    from symbnn.config_code import load_checked_config
 
-    config = load_config(args.path)
+    config = load_checked_config(args.path)
     if args.resolved:
         print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
     else:

@@ -23,7 +23,7 @@ def _configured(args):
     """The config file's settings with the command line's changes, checked again."""
     from symbnn.settings import config_from_mapping, load_config
 
-    data = load_config(args.config).to_dict()
+    data = load_config(args.config).to_dict()  # the code it names is checked by _run
     if args.experiment not in data["experiments"]:
         raise ValueError(
             f"{args.config}: no experiment {args.experiment!r} "
@@ -55,10 +55,10 @@ def _configured(args):
 
 
 def _run(args) -> int:
+    from symbnn.config_code import check_imports
     from symbnn.methods.registry import check_variant
     from symbnn.methods.sampling import problem_for, sample_store
     from symbnn.posterior import convergence_table, gather_shards, train_shard
-    from symbnn.settings.load import check_imports
 
     config = _configured(args)
     check_imports(config, [args.experiment], args.config)

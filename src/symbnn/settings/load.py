@@ -1,21 +1,19 @@
 """Reading config.yaml into a `Config`, with errors that name the file, the line and the key.
 
 Every problem of a file is reported at once, one line each: its duplicated keys (plain YAML
-keeps the later value without a word), the keys the settings layer rejects, and, with
-`check_imports`, the code the configuration names by import path (models, methods,
-datasets) that does not import, and methods of the user's own whose settings their class
-rejects."""
+keeps the later value without a word) and the keys the settings layer rejects. The code the
+configuration names by import path (models, methods, datasets) is trusted here, never
+imported: `symbnn.config_code` imports and checks it, for the callers that run it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from symbnn import trust, user_code
+from symbnn import trust
 from symbnn.settings.base import ConfigError, Problems
-from symbnn.settings.training import ImportedModel
 from symbnn.settings.workflow import Config
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -23,8 +21,9 @@ _MERGE_KEY = "tag:yaml.org,2002:merge"
 
 
 def load_config(path: str | Path) -> Config:
-    """The configuration in YAML file ``path``, checked, the import paths of every experiment
-    imported and checked too (`check_imports`); they stay trusted only if it passes."""
+    """The configuration in YAML file ``path``, checked; the import paths it names stay trusted
+    only if it passes (`symbnn.config_code.load_checked_config` also imports and checks
+    them)."""
     path = Path(path)
     data, duplicates = _read_yaml(path)
     problems = Problems()
@@ -34,7 +33,6 @@ def load_config(path: str | Path) -> Config:
         with problems.collect():
             config = config_from_mapping(data, path)
         problems.raise_any()
-        check_imports(config, config.experiments, path)
     return config
 
 
@@ -128,86 +126,6 @@ def located(exc: ConfigError, source: str | Path) -> ConfigError:
     """``exc`` with each of its messages prefixed by the file and, where found, the line."""
     errors = [f"{source}{_line_of(source, message)}: {message}" for message in exc.errors]
     return ConfigError("\n".join(errors), errors)
-
-
-def check_imports(
-    config: Config, names: Iterable[str], source: str | Path, datasets: bool = True
-) -> None:
-    """Import what each experiment of ``names`` names by import path ('package.module:
-    attribute') and check that it is what it claims to be, calling none of it: its model (an
-    ``nn.Module`` subclass taking its options), its methods (`Method` subclasses, whose
-    settings their class's settings section checks) and with ``datasets`` its dataset
-    loaders (functions taking (split, root, **options)). ConfigError naming the key, the path
-    and why, for every one that fails. The configuration is the user's own code to run
-    (unlike a store's attributes, which are never imported)."""
-    from symbnn.methods import registry
-
-    problems = Problems()
-    for name in names:
-        experiment, key = config.experiments[name], f"experiments.{name}"
-        if isinstance(experiment.model, ImportedModel):
-            with problems.collect():
-                _importing(f"{key}.model.name", _model, experiment.model.to_dict())
-        if datasets:
-            problems.found.extend(check_loaders(key, experiment.data))
-        methods = experiment.methods
-        for entry in methods.imported if methods is not None else ():
-            here = f"{key}.methods.{entry.name}"
-            with problems.collect():
-                described = _importing(f"{here}.class", registry.descriptor, entry.name, methods)
-                settings = described.settings.parse(dict(entry.options), here)
-                methods.check_pool(described, settings, f"{key}.methods")
-    if problems.found:
-        raise located(ConfigError.joined(problems.found), source)
-
-
-def _importing(key: str, resolve: Callable[..., Any], *args: Any) -> Any:
-    """``resolve(*args)``, its failures (a ValueError, or the module failing while it
-    imports) as a ConfigError naming ``key``."""
-    try:
-        return resolve(*args)
-    except ConfigError:
-        raise
-    except ValueError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
-    except Exception as exc:  # the module itself failed while importing
-        path = next((a for a in args if trust.is_import_path(a)), args[0])
-        raise ConfigError(
-            f"{key}: importing {path!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
-
-
-def _model(spec: dict[str, Any]) -> Any:
-    """The model class the spec names, checked with its options and not called (imported
-    here: symbnn.models loads torch, which a configuration naming no model of its own never
-    needs)."""
-    from symbnn.models.imported import checked_class
-
-    return checked_class(spec)
-
-
-def check_loaders(key: str, data: Any) -> list[ConfigError]:
-    """A ConfigError naming ``key``.data.ROLE for each dataset loader of the user's own that
-    ``data`` (a `symbnn.settings.Data`) names and that does not import or is no function
-    taking (split, root, **options) (`symbnn.user_code.dataset_loader`; none is called)."""
-    problems = Problems()
-    for role, path, options in loaders(data):
-        with problems.collect():
-            _importing(f"{key}.data.{role}", user_code.dataset_loader, path, options)
-    return problems.found
-
-
-def loaders(data: Any) -> list[tuple[str, str, list[str]]]:
-    """(role, import path, names of the options it is called with) of each dataset loader of
-    the user's own that a `symbnn.settings.Data` names: ``train`` takes none, ``ood`` the
-    ``ood_options``."""
-    found = []
-    for role in ("train", "ood"):
-        path = getattr(data, role)
-        if trust.is_import_path(path):
-            options = list(data.ood_options.to_dict()) if role == "ood" else []
-            found.append((role, path, options))
-    return found
 
 
 def _line_of(source: str | Path, message: str) -> str:
