@@ -71,7 +71,7 @@ def test_a_shipped_method_is_its_folders_class_described_like_a_users(name):
     """One registration path: a shipped method is the class `METHOD` of its folder
     symbnn.methods.<key>, a Method whose class attributes `describe` reads as it reads a
     user's class; its settings are the section `Methods` reads for its key, and its steps take
-    the interface's arguments, annotated with the interface's types."""
+    the interface's arguments, annotated (where they are) with the interface's types."""
     module = importlib.import_module(f"symbnn.methods.{name}")
     cls = module.METHOD
     assert issubclass(cls, Method) and not inspect.isabstract(cls)
@@ -89,7 +89,8 @@ def test_a_shipped_method_is_its_folders_class_described_like_a_users(name):
             expected = interface.parameters[argument].annotation
             if argument == "settings" and step in vars(cls):  # its own step: its own section
                 expected = described.settings.__name__
-            assert mine.parameters[argument].annotation == expected, (step, argument)
+            annotation = mine.parameters[argument].annotation
+            assert annotation in (expected, inspect.Parameter.empty), (step, argument)
 
 
 def test_planning_the_shipped_methods_imports_no_torch():
