@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from symbnn.predictions import validate_any
 from symbnn.runlog import EXIT_FAILURE
 from symbnn.store import StoreError, open_store, summary
+from symbnn.store.predictions import validate_any
 
 
 def _info(args) -> int:

@@ -24,9 +24,9 @@ import numpy as np
 import polars as pl
 
 from symbnn.metrics import mutual_information
-from symbnn.predictions import open_predictions
 from symbnn.settings import Collapse
 from symbnn.store import StoreError
+from symbnn.store.predictions import open_predictions
 
 # library defaults are the settings layer's
 COLLAPSE = Collapse()

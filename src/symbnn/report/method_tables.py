@@ -81,7 +81,7 @@ def metrics_row(
     # imported here: they load torch, which the table formatting below (read by the Snakefile
     # for the report's front page) does not need
     from symbnn.metrics import uncertainty_metrics
-    from symbnn.predictions import open_predictions
+    from symbnn.store.predictions import open_predictions
 
     pred = open_predictions(predictions_path)
     labels = pred.read("labels")

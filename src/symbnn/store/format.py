@@ -8,7 +8,7 @@ import math
 from symbnn.store import chunk_checksums
 
 FORMAT = "symbnn-store"
-PREDICTIONS = "symbnn-predictions"  # the format of predictions stores (`symbnn.predictions`)
+PREDICTIONS = "symbnn-predictions"  # the format of predictions stores (`symbnn.store.predictions`)
 # 2: a manifest and its digest cover the metadata and every chunk's checksum
 FORMAT_VERSION = 2
 CHUNK_TARGET_BYTES = 4 * 2**20

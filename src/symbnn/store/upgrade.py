@@ -44,6 +44,7 @@ from symbnn.store import (
     staged_folder,
 )
 from symbnn.store.digest import DIGEST, MANIFEST, changes, parse_manifest
+from symbnn.store.predictions import ARRAYS, open_predictions
 
 TIMESTAMP = ".snakemake_timestamp"  # Snakemake's record of a folder output's age: kept
 COMMAND = "make upgrade-stores"
@@ -115,8 +116,6 @@ def refuse_old_stores_at_start(workflow: Any, folders: Iterable[str | os.PathLik
 
 
 def _labels(path: Path, attrs: dict[str, Any]) -> list[str]:
-    from symbnn.predictions import ARRAYS
-
     if attrs.get("format") == PREDICTIONS:
         return [name for name in ARRAYS if (path / name / "zarr.json").exists()]
     labels = []
@@ -227,8 +226,6 @@ def upgrade(path: str | os.PathLike) -> list[str]:
     """Upgrade the store at ``path`` to the current format; lines saying what was verified
     and what could not be. StoreError when it cannot be upgraded (damaged, or changed
     after a manifest was written)."""
-    from symbnn.predictions import open_predictions
-
     path = Path(path)
     group_meta = read_group_meta(path)
     attrs = dict(group_meta.get("attributes", {}))
