@@ -1,16 +1,7 @@
 """Predictions of every sample of a weight store, stored for the metrics step.
 
-A predictions store is a Zarr group written atomically (like weight stores):
-
-    <store>/zarr.json      attrs: format, format_version, experiment, method, variant,
-                           n_samples, num_classes, predictive ("sampled", or "linearised" at
-                           each sample's mode), checksum, digest
-    <store>/manifest.json  the metadata as written and every chunk's checksum (its SHA-256 is
-                           the digest)
-    <store>/test           float16 (S, N, C) softmax probabilities on the in-distribution test set
-    <store>/ood            float16 (S, M, C) the same on the out-of-distribution set
-    <store>/labels         int64 (N,) test labels
-    <store>/test_accuracy  float32 (S,) each sample's own top-1 accuracy
+A predictions store is a Zarr group written atomically (like weight stores); its layout is
+in `symbnn.store.predictions`.
 
 One chunk per sample (or per block of rows for large test sets), written sample by sample,
 so memory stays bounded by one sample's predictions whatever S is. float16 keeps three
