@@ -123,3 +123,18 @@ def test_symbnn_summary_names_a_missing_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["summary", "nowhere"]) == 1
     assert "summary: error: nowhere: no such results folder" in capsys.readouterr().err
+
+
+def test_symbnn_summary_of_a_named_experiment(tmp_path, monkeypatch, capsys):
+    """`--experiment NAME` (what `make smoke` asks for): that experiment only, whatever
+    config.yaml's run says; one with no results there is an error naming it and those there."""
+    results = finished(tmp_path)
+    (results / "other" / "posterior").mkdir(parents=True)
+    (tmp_path / "config.yaml").write_text("run: [tiny]\nresults: results\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["summary", "--experiment", "other"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("other:\n") and "tiny:" not in out
+    assert main(["summary", "--experiment", "smoke"]) == 1
+    err = capsys.readouterr().err
+    assert "results: no results of experiment smoke (there: other, tiny)" in err, err

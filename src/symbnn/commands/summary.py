@@ -1,4 +1,4 @@
-"""`symbnn summary [RESULTS]`: what a finished run found, in a few lines (what `make run` ends
+"""`symbnn summary [RESULTS] [--experiment NAME]`: what a finished run found, in a few lines (what `make run` ends
 with): Table 1 beside the paper's, the findings' verdicts, the target's accuracy and plateau
 check, job time, and where the report and the logs are (`symbnn.report.run_summary`)."""
 
@@ -31,10 +31,19 @@ def _summary(args) -> int:
     folder = Path(args.results or results)
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such results folder (`make run` writes results/)")
-    # config.yaml's experiments when it is this folder's configuration, else every one there
+    # the experiments asked for; else config.yaml's when it is this folder's configuration,
+    # else every one there
     present = experiments_in(folder)
+    missing = [name for name in args.experiment or () if name not in present]
+    if missing:
+        raise ValueError(
+            f"{folder}: no results of experiment {', '.join(missing)} "
+            f"(there: {', '.join(present) or 'none'})"
+        )
     chosen = (
-        [n for n in run if n in present]
+        list(args.experiment)
+        if args.experiment
+        else [n for n in run if n in present]
         if run and folder.resolve() == Path(results).resolve()
         else present
     )
@@ -55,5 +64,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--report", type=Path, help="the HTML report (default: RESULTS/report.html)"
+    )
+    parser.add_argument(
+        "--experiment",
+        action="append",
+        metavar="NAME",
+        help="summarise this experiment (repeatable; default: config.yaml's run, or every one "
+        "in RESULTS); `make smoke` names smoke",
     )
     parser.set_defaults(handler=_summary)
