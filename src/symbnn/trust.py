@@ -8,7 +8,8 @@ module (or ``os:system``) does, so an import path is imported only when the user
 - in the configuration symbnn checks (`symbnn.settings.load_config` and
   `config_from_mapping` trust every experiment's ``model.name``, the ``class`` of each of its
   methods and its ``data.train`` / ``data.ood`` that are import paths; a configuration that
-  fails `load_config`'s checks trusts nothing);
+  fails `load_config`'s checks, or `symbnn.config_code.load_checked_config`'s, trusts
+  nothing);
 - on the command line, ``symbnn --trust-model package.module:Net`` (the CLI also reads the
   current folder's config.yaml, when there is a valid one, the first time it needs to);
 - in code, `trust` (or a model spec passed to `symbnn.api`);
@@ -31,6 +32,13 @@ from typing import Any
 KINDS = ("model", "method", "dataset")
 IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # package.module:attribute
 ENVIRONMENT = "SYMBNN_TRUSTED_IMPORTS"
+
+
+class UserCodeError(ValueError):
+    """Code of the user's own failed: the message names the code and the step; the user's
+    exception is ``__cause__`` (`symbnn.user_code.calling` makes one; importing a module that
+    raises makes one here). Importable as `symbnn.user_code.UserCodeError`."""
+
 
 _trusted: set[tuple[str, str]] = set()
 # Consulted, once each, when a path is not trusted yet (the CLI's config.yaml): reading a
@@ -147,8 +155,6 @@ def import_object(kind: str, path: str) -> Any:
             "or on PYTHONPATH?"
         ) from exc
     except Exception as exc:  # the module's own code failed while it was imported
-        from symbnn.user_code import UserCodeError
-
         raise UserCodeError(f"importing {path!r} failed: {type(exc).__name__}: {exc}") from exc
     for part in attribute.split("."):
         if not hasattr(target, part):

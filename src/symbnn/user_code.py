@@ -24,14 +24,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from symbnn import trust
+from symbnn.trust import UserCodeError  # defined one floor down: importing a module can fail too
 
 PLAIN_SCALARS = (bool, int, float, str, type(None))
 PLAIN_WORDS = "numbers, strings, booleans, null, and lists or mappings of them"
-
-
-class UserCodeError(ValueError):
-    """Code of the user's own failed: the message names the code and the step; the user's
-    exception is ``__cause__``."""
 
 
 @contextlib.contextmanager
