@@ -18,6 +18,7 @@ says it was measured under load, with the figures.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
@@ -227,6 +228,19 @@ def written(write: Callable[[], Path]) -> int:
         return 1
     print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def write_results(name: str, given: str | None, results: dict) -> Path:
+    """``results`` as JSON into ``given``, or by default benchmarks/results/<name>-<time>.json
+    (folders made as needed); the path written."""
+    out = (
+        Path(given)
+        if given
+        else ROOT / "benchmarks" / "results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    return out
 
 
 def run_make(cwd: Path, target: str) -> tuple[float, subprocess.CompletedProcess]:

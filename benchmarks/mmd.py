@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from machine import Conditions, LoadGate, add_gate_arguments, publish, written
+from machine import Conditions, LoadGate, add_gate_arguments, publish, write_results, written
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
@@ -489,26 +489,19 @@ def main(argv=None) -> int:
         status = written(
             lambda: publish("mmd", "benchmarks/mmd.py", DOC_INTRO, text, gate, args.allow_load)
         )
-    out = (
-        Path(args.json)
-        if args.json
-        else ROOT / "benchmarks" / "results" / f"mmd-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "args": {k: v for k, v in vars(args).items() if k not in ("target", "method")},
-                "cpu_count": os.cpu_count(),
-                "cpu": cpu,
-                "matmul_gflops": gflops,
-                "rows": rows,
-                "verdicts": [verdicts(r) for r in rows],
-                "resnet18": estimate,
-                "table": text,
-            },
-            indent=2,
-        )
+    out = write_results(
+        "mmd",
+        args.json,
+        {
+            "args": {k: v for k, v in vars(args).items() if k not in ("target", "method")},
+            "cpu_count": os.cpu_count(),
+            "cpu": cpu,
+            "matmul_gflops": gflops,
+            "rows": rows,
+            "verdicts": [verdicts(r) for r in rows],
+            "resnet18": estimate,
+            "table": text,
+        },
     )
     print(f"results: {out}", file=sys.stderr)
     return status
