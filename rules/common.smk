@@ -14,13 +14,11 @@ import symbnn.plan.measured
 import symbnn.plan.params
 import symbnn.plan.paths
 import symbnn.plan.resources
-import symbnn.plateau
 import symbnn.report.symmetry_counts
 import symbnn.settings.workflow
 
 RESULTS = SETTINGS.results
 RUN = SETTINGS.run
-EXPERIMENTS = SETTINGS.experiments
 EXPERIMENT_NAME = symbnn.settings.workflow.EXPERIMENT_NAME
 # the stores of trained networks whose accuracies the `accuracies` checkpoint reads
 TARGET, POOL = symbnn.plan.paths.TARGET, symbnn.plan.paths.POOL
@@ -61,30 +59,28 @@ def accuracies_input(store):
     return table
 
 
-def experiment_of(wildcards):
-    return EXPERIMENTS[wildcards.experiment]
-
-
-def methods_of(experiment):
-    return EXPERIMENTS[experiment].methods
-
-
 plan = symbnn.plan
 # the targets of rule all, the shards, methods and fit blocks of an experiment
 all_targets = functools.partial(plan.jobs.all_targets, SETTINGS)
 alignment_targets = functools.partial(plan.jobs.alignment_targets, SETTINGS)
-shard_ids = functools.partial(plan.jobs.shard_ids, SETTINGS)
-pool_posterior = functools.partial(plan.jobs.pool_posterior, SETTINGS)
 method_variants = functools.partial(plan.jobs.method_variants, SETTINGS)
-fit_blocks = job(plan.jobs.fit_blocks, "method")
 method_labels = job(plan.jobs.method_labels)
 imported_experiments = functools.partial(plan.jobs.imported_experiments, SETTINGS)
 names_pattern = plan.jobs.names_pattern
 trained_pattern = functools.partial(plan.jobs.trained_pattern, SETTINGS)
 # input functions
+target_shards = job(plan.jobs.target_shards)
+pool_shards = job(plan.jobs.pool_shards)
+fit_files = job(plan.jobs.fit_files, "method")
+variant_files = lambda template: job(plan.jobs.variant_files, template=template)
+checkpoint_source = job(plan.paths.checkpoint_source)
 predict_inputs = job(plan.paths.predict_inputs, "method", "variant")
 variational_fit_files = job(plan.paths.variational_fit_files)
 # params
+target_shard_seeds = job(plan.params.target_shard_seeds, "shard")
+pool_shard_seeds = job(plan.params.pool_shard_seeds, "shard")
+plateau_seeds = job(plan.params.plateau_seeds)
+predictive = job(plan.params.predictive, "method")
 training_params = job(plan.params.training_params)
 plateau_training_params = job(plan.params.plateau_training_params)
 acceptance_params = job(plan.params.acceptance_params)
@@ -125,13 +121,6 @@ def mode_count_inputs(wildcards):
         return {}
     inputs["converged"] = ancient(inputs["converged"])
     return {**inputs, "accuracies": accuracies_input(TARGET)(wildcards)}
-
-
-def checkpoint_source(wildcards):
-    """The released files, as an input so that a changed bundle reruns the import; none when
-    they are downloaded by the job."""
-    checkpoints = experiment_of(wildcards).posterior.checkpoints
-    return [] if checkpoints.download else [checkpoints.path]
 
 
 def import_params(pool):

@@ -13,18 +13,14 @@ use rule train_shard as train_pool_shard with:
         f"{RESULTS}/{{experiment}}/benchmarks/train_pool_shard/{{shard}}.tsv"
     params:
         training=training_params,
-        seeds=lambda wc: pool_posterior(wc.experiment).shard_seeds(wc.shard),
+        seeds=pool_shard_seeds,
     message:
         "Training the seeds of pool shard {wildcards.shard} of {wildcards.experiment} (modes of the methods)"
 
 
 use rule gather_posterior as gather_pool with:
     input:
-        shards=lambda wc: expand(
-            f"{RESULTS}/{{experiment}}/modes/shards/{{shard}}.zarr",
-            experiment=wc.experiment,
-            shard=pool_posterior(wc.experiment).shard_ids(),
-        ),
+        shards=pool_shards,
     output:
         store=directory(f"{RESULTS}/{{experiment}}/modes/pool.zarr"),
     log:
@@ -83,12 +79,7 @@ rule fit:
 
 rule sample:
     input:
-        fits=lambda wc: expand(
-            f"{RESULTS}/{{experiment}}/methods/{{method}}/fits/{{block}}.safetensors",
-            experiment=wc.experiment,
-            method=wc.method,
-            block=fit_blocks(wc),
-        ),
+        fits=fit_files,
     output:
         store=directory(f"{RESULTS}/{{experiment}}/methods/{{method}}/{{variant}}/samples.zarr"),
     log:
@@ -135,9 +126,7 @@ rule predict:
         slurm_partition=train_partition,
     params:
         data=section_params("data"),
-        predictive=lambda wc: symbnn.methods.registry.predictive(
-            wc.method, methods_of(wc.experiment)
-        ),
+        predictive=predictive,
     message:
         "Predicting the test and OOD sets with every {wildcards.method} ({wildcards.variant}-mode) sample of {wildcards.experiment}"
     script:

@@ -21,7 +21,7 @@ rule train_shard:
     params:
         # editing the recipe, model or data reruns every shard (and all that follows)
         training=training_params,
-        seeds=lambda wc: experiment_of(wc).posterior.shard_seeds(wc.shard),
+        seeds=target_shard_seeds,
     message:
         "Training the seeds of shard {wildcards.shard} of {wildcards.experiment}"
     script:
@@ -30,11 +30,7 @@ rule train_shard:
 
 rule gather_posterior:
     input:
-        shards=lambda wc: expand(
-            f"{RESULTS}/{{experiment}}/posterior/shards/{{shard}}.zarr",
-            experiment=wc.experiment,
-            shard=shard_ids(wc.experiment),
-        ),
+        shards=target_shards,
     output:
         store=directory(f"{RESULTS}/{{experiment}}/posterior/target.zarr"),
     log:
@@ -118,9 +114,7 @@ use rule train_shard as train_plateau with:
         f"{RESULTS}/{{experiment}}/benchmarks/train_plateau.tsv"
     params:
         training=plateau_training_params,
-        seeds=lambda wc: symbnn.plateau.plateau_seeds(
-            experiment_of(wc).posterior.first_seed, experiment_of(wc).posterior.plateau_seeds
-        ),
+        seeds=plateau_seeds,
     message:
         "Training the first target seeds of {wildcards.experiment} for twice the epochs"
 

@@ -143,13 +143,7 @@ use rule reference_mmd_target as reference_mmd_method with:
 
 rule reference_mmd_table:
     input:
-        summaries=lambda wc: [
-            path
-            for path in symbnn.reference.plan.experiment_targets(
-                SETTINGS, wc.experiment, method_variants(wc.experiment)
-            )
-            if path.endswith("summary.parquet") and "/reference/mmd/" in path
-        ],
+        summaries=reference_mmd_summaries,
     output:
         table=f"{RESULTS}/{{experiment}}/reference/mmd.parquet",
         summary_md=f"{RESULTS}/{{experiment}}/report/reference_mmd.md",
@@ -197,8 +191,8 @@ rule reference_predictive:
         target=f"{RESULTS}/{{experiment}}/posterior/predictions.zarr",
         converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
         accuracies=accuracies_input(TARGET),
-        predictions=variant_files("predictions.zarr"),
-        samples=variant_files("samples.zarr"),
+        predictions=variant_files("methods/{method}/{variant}/predictions.zarr"),
+        samples=variant_files("methods/{method}/{variant}/samples.zarr"),
     output:
         units=f"{RESULTS}/{{experiment}}/reference/predictive.parquet",
         chains=f"{RESULTS}/{{experiment}}/reference/predictive_chains.parquet",
@@ -223,7 +217,7 @@ rule reference_predictive:
         runtime=30,
     params:
         kept=kept_target_rows,
-        variants=lambda wc: [list(pair) for pair in method_variants(wc.experiment)],
+        variants=reference_variants,
     message:
         "Top-1 agreement and total variation of the {wildcards.experiment} target and methods vs the HMC reference"
     script:

@@ -7,7 +7,8 @@ import symbnn.reference.plan
 REFERENCE_CATEGORY = "6 HMC reference"
 
 reference_start_rows = job(plan.kept.reference_start_rows, accuracies=POOL)
-variant_files = lambda name: job(plan.jobs.variant_files, name=name)
+reference_mmd_summaries = job(plan.jobs.reference_mmd_summaries)
+reference_variants = job(plan.params.reference_variants)
 
 
 def reference_inputs(wildcards):

@@ -66,18 +66,9 @@ rule metrics:
 
 rule method_tables:
     input:
-        mmd=lambda wc: [
-            f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/summary.parquet"
-            for m, v in method_variants(wc.experiment)
-        ],
-        metrics=lambda wc: [
-            f"{RESULTS}/{wc.experiment}/metrics/{m}/{v}.parquet"
-            for m, v in method_variants(wc.experiment)
-        ],
-        spread=lambda wc: [
-            f"{RESULTS}/{wc.experiment}/mmd/{m}/{v}/spread.parquet"
-            for m, v in method_variants(wc.experiment)
-        ],
+        mmd=variant_files("mmd/{method}/{variant}/summary.parquet"),
+        metrics=variant_files("metrics/{method}/{variant}.parquet"),
+        spread=variant_files("mmd/{method}/{variant}/spread.parquet"),
         converged=ancient(f"{RESULTS}/{{experiment}}/posterior/converged.parquet"),
         accuracies=accuracies_input(TARGET),
     output:

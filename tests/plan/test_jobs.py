@@ -105,8 +105,36 @@ def test_no_imported_experiment_leaves_every_name_to_training():
 
 
 def test_variant_files_cover_every_variant():
-    files = jobs.variant_files(tiny(), "tiny", "samples.zarr")
+    files = jobs.variant_files(tiny(), "tiny", "mmd/{method}/{variant}/summary.parquet")
     assert files == [
-        f"results/tiny/methods/{m}/{v}/samples.zarr"
-        for m, v in jobs.method_variants(tiny(), "tiny")
+        f"results/tiny/mmd/{m}/{v}/summary.parquet" for m, v in jobs.method_variants(tiny(), "tiny")
+    ]
+
+
+def test_the_gathered_shards_are_the_posteriors_and_the_pools():
+    config = tiny()
+    target = jobs.target_shards(config, "tiny")
+    pool = jobs.pool_shards(config, "tiny")
+    assert target == [
+        f"results/tiny/posterior/shards/{s}.zarr" for s in jobs.shard_ids(config, "tiny")
+    ]
+    assert len(pool) == len(jobs.pool_posterior(config, "tiny").shard_ids())
+    assert all(p.startswith("results/tiny/modes/shards/") for p in pool)
+
+
+def test_a_variant_draws_from_every_fit_block():
+    config = tiny()
+    assert jobs.fit_files(config, "tiny", "laplace") == [
+        "results/tiny/methods/laplace/fits/000.safetensors",
+        "results/tiny/methods/laplace/fits/001.safetensors",
+    ]
+
+
+def test_the_reference_mmd_table_reads_the_target_and_every_variant():
+    config = repository()
+    summaries = jobs.reference_mmd_summaries(config, "default")
+    variants = jobs.method_variants(config, "default")
+    assert summaries[0] == "results/default/reference/mmd/target/summary.parquet"
+    assert summaries[1:] == [
+        f"results/default/reference/mmd/{m}/{v}/summary.parquet" for m, v in variants
     ]

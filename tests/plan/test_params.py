@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from plan_configs import repository, tiny
 
-from symbnn.plan import params
+from symbnn.plan import jobs, params
 
 
 @pytest.fixture
@@ -178,3 +178,21 @@ def test_the_predictive_is_the_methods():
     config = tiny()
     assert params.predictive(config, "tiny", "laplace") == "linearised"
     assert params.predictive(config, "tiny", "swag") == "sampled"
+
+
+def test_shards_train_their_block_of_seeds():
+    config = tiny()
+    posterior = config.experiments["tiny"].posterior
+    assert params.target_shard_seeds(config, "tiny", "000") == posterior.shard_seeds("000")
+    pool = params.pool_shard_seeds(config, "tiny", "000")
+    assert pool[0] == config.experiments["tiny"].methods.first_seed
+    assert params.plateau_seeds(config, "tiny") == list(
+        range(posterior.first_seed, posterior.first_seed + posterior.plateau_seeds)
+    )
+
+
+def test_the_reference_compares_every_variant():
+    config = tiny()
+    pairs = params.reference_variants(config, "tiny")
+    assert ["de", "multi"] in pairs
+    assert pairs == [list(p) for p in jobs.method_variants(config, "tiny")]

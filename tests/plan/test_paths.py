@@ -51,3 +51,16 @@ def test_the_reference_reads_the_pool_where_its_chains_start_there():
     config = repository()
     assert config.experiments["default"].reference.start == "pool"
     assert paths.reference_inputs(config, "default") == {"pool": "results/default/modes/pool.zarr"}
+
+
+def test_a_downloaded_release_is_no_input():
+    name = "mnist-optunet-released"
+    config = repository()
+    checkpoints = config.experiments[name].posterior.checkpoints
+    assert not checkpoints.download
+    assert paths.checkpoint_source(config, name) == [checkpoints.path]
+
+    def downloaded(mapping):
+        mapping["experiments"][name]["posterior"]["checkpoints"]["download"] = True
+
+    assert paths.checkpoint_source(repository(downloaded), name) == []

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from symbnn.methods import registry
-from symbnn.plan.paths import POOL, TARGET, experiment_folder
+from symbnn.plan.paths import POOL, TARGET, experiment_folder, fit_file
+from symbnn.reference import plan as reference_plan
 from symbnn.settings import Config, Posterior
 from symbnn.settings.workflow import EXPERIMENT_NAME
 
@@ -61,10 +62,44 @@ def fit_blocks(config: Config, experiment: str, method: str) -> list[str]:
     return [f"{b:03d}" for b in range(len(mode_blocks(config, experiment, method)))]
 
 
-def variant_files(config: Config, experiment: str, name: str) -> list[str]:
-    """`name` (predictions.zarr, samples.zarr) of every method's variant."""
+def variant_files(config: Config, experiment: str, template: str) -> list[str]:
+    """`template` (e.g. "methods/{method}/{variant}/samples.zarr", under the experiment's
+    folder) for every method's variant."""
     folder = experiment_folder(config, experiment)
-    return [f"{folder}/methods/{m}/{v}/{name}" for m, v in method_variants(config, experiment)]
+    return [
+        f"{folder}/{template.format(method=m, variant=v)}"
+        for m, v in method_variants(config, experiment)
+    ]
+
+
+def target_shards(config: Config, experiment: str) -> list[str]:
+    """The shard stores gathered into the target posterior."""
+    folder = experiment_folder(config, experiment)
+    return [f"{folder}/posterior/shards/{s}.zarr" for s in shard_ids(config, experiment)]
+
+
+def pool_shards(config: Config, experiment: str) -> list[str]:
+    """The shard stores gathered into the methods' pool."""
+    folder = experiment_folder(config, experiment)
+    return [
+        f"{folder}/modes/shards/{s}.zarr" for s in pool_posterior(config, experiment).shard_ids()
+    ]
+
+
+def fit_files(config: Config, experiment: str, method: str) -> list[str]:
+    """Every fit block of a method, which its variants' samples are drawn from."""
+    return [
+        fit_file(config, experiment, method, block)
+        for block in fit_blocks(config, experiment, method)
+    ]
+
+
+def reference_mmd_summaries(config: Config, experiment: str) -> list[str]:
+    """The MMD summaries against the HMC reference: the target's and every variant's."""
+    targets = reference_plan.experiment_targets(
+        config, experiment, method_variants(config, experiment)
+    )
+    return [p for p in targets if p.endswith("summary.parquet") and "/reference/mmd/" in p]
 
 
 def all_targets(config: Config) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from symbnn import plateau
 from symbnn.methods import registry
-from symbnn.plan.jobs import mode_blocks
+from symbnn.plan.jobs import method_variants, mode_blocks, pool_posterior
 from symbnn.plan.kept import Accuracies, kept_mode_rows, retry_threshold
 from symbnn.plan.measured import data_fingerprint
 from symbnn.settings import Config
@@ -44,6 +44,22 @@ def section_params(config: Config, experiment: str, *path: str) -> Any:
     for name in path:
         value = getattr(value, name)
     return value.to_dict() if hasattr(value, "to_dict") else value
+
+
+def target_shard_seeds(config: Config, experiment: str, shard: str) -> list[int]:
+    """The seeds a shard of the target posterior trains."""
+    return config.experiments[experiment].posterior.shard_seeds(shard)
+
+
+def pool_shard_seeds(config: Config, experiment: str, shard: str) -> list[int]:
+    """The seeds a shard of the methods' pool trains."""
+    return pool_posterior(config, experiment).shard_seeds(shard)
+
+
+def plateau_seeds(config: Config, experiment: str) -> list[int]:
+    """The target seeds the plateau check trains again."""
+    posterior = config.experiments[experiment].posterior
+    return plateau.plateau_seeds(posterior.first_seed, posterior.plateau_seeds)
 
 
 def acceptance_params(config: Config, experiment: str) -> dict[str, Any]:
@@ -98,6 +114,11 @@ def sample_params(config: Config, experiment: str, method: str, variant: str) ->
 def predictive(config: Config, experiment: str, method: str) -> str:
     """How the method's samples predict (e.g. "linearised")."""
     return registry.predictive(method, config.experiments[experiment].methods)
+
+
+def reference_variants(config: Config, experiment: str) -> list[list[str]]:
+    """The (method, variant) pairs compared with the HMC reference."""
+    return [list(pair) for pair in method_variants(config, experiment)]
 
 
 def alignment_params(config: Config, experiment: str) -> dict[str, Any]:

@@ -61,3 +61,10 @@ def mode_count_inputs(config: Config, experiment: str) -> dict[str, str]:
         "canonical": f"{folder}/canonical/target.zarr",
         "converged": f"{folder}/posterior/converged.parquet",
     }
+
+
+def checkpoint_source(config: Config, experiment: str) -> list[str]:
+    """The released files, as an input so that a changed bundle reruns the import; none when
+    they are downloaded by the job."""
+    checkpoints = config.experiments[experiment].posterior.checkpoints
+    return [] if checkpoints.download else [checkpoints.path]
