@@ -218,7 +218,7 @@ if not root.is_dir():
 lock = Path("dvc.lock")
 if not lock.is_file():
     sys.exit("verify: FAILED: no dvc.lock: no results are recorded to verify against (make push records them)")
-from symbnn.predictions import validate_any
+from symbnn.store.predictions import validate_any
 from symbnn.pulled import LockError, locked_outputs, partially_pulled, pulled_parts
 from symbnn.store import StoreError
 # what `make pull-experiment` pulled, when the target is an experiment it pulled in part
