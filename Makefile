@@ -12,7 +12,7 @@ REPORT_LOG ?= $(basename $(REPORT)).log
 # pip on this project's machines prints a warning per missing local index entry: hide them.
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: run test test-fast install venv-owner report summary clean-results screenshots
+.PHONY: run smoke test test-fast install venv-owner report summary clean-results screenshots
 
 $(STAMP): pyproject.toml | venv-owner
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,20 @@ run: $(STAMP)
 .PHONY: docs
 docs: $(STAMP)
 	$(BIN)/python -m symbnn.docblocks
+
+# A smoke run: config.yaml's `smoke` experiment (4 networks of 2 epochs, every method, MMD,
+# metrics, alignment, Table 1) into results/smoke/, without the further analyses (the
+# Snakefile's target rule `experiments`), each job seconds; it ends like `make run`,
+# with its report (results/smoke/report.html) and its summary, and records nothing in DVC.
+# tests/workflow/test_workflow.py runs it for its tiny workflow run.
+SMOKE := experiments --config 'run=["smoke"]'
+smoke: REPORT = results/smoke/report.html
+smoke: REPORT_TARGETS = $(SMOKE)
+smoke: $(STAMP)
+	@$(BIN)/snakemake --cores $(CORES) $(SMOKE) || { status=$$?; \
+	  if [ $$status -eq 130 ]; then kill -INT $$PPID; exit 0; fi; exit $$status; }
+	@$(QUIET_REPORT)
+	@$(BIN)/symbnn summary --experiment smoke --report $(REPORT)
 
 # Snakemake's self-contained HTML report: tables, figures and a description of every rule.
 # Quiet unless it fails: Snakemake's line per file ("Adding ...", "Loading script code ...")

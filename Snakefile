@@ -48,6 +48,15 @@ rule all:
         *reference_targets(enabled_only=True),
 
 
+# The experiments of `run` without the further analyses (rules/analyses.smk): what `make smoke`
+# builds, for the smoke experiment.
+rule experiments:
+    input:
+        all_targets(),
+        *alignment_targets(),
+        *reference_targets(enabled_only=True),
+
+
 # the report opens on what was run and the headline results (symbnn.report.front_page)
 FRONT_PAGE = symbnn.report.front_page.report_text(
     SETTINGS, "report/workflow.rst", workflow.basedir, n_parameters

@@ -141,20 +141,22 @@ def repo_config():
     return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
+def smoke_experiment():
+    """config.yaml's `smoke` experiment (`make smoke`): the default cut down to seconds per job,
+    every network kept (4 target networks of 2 epochs over the 4,000 training digits with
+    momentum, test accuracies about 0.7, chance 0.1: tests/workflow/test_workflow.py checks
+    the median; 200 test images, 50 OOD patches), with its plateau check, MMD, every method and
+    alignment, each cut to seconds. The tests' tiny variants derive from it."""
+    return copy.deepcopy(repo_config()["experiments"]["smoke"])
+
+
 def tiny_experiment(n_samples, shard_size=2):
-    """The default experiment cut down to seconds, every network kept: 2 epochs over the 4,000
-    training digits with momentum (plain SGD needs the default's 12 epochs), which the target
-    networks need to learn (test accuracies about 0.7, chance 0.1: tests/workflow/test_workflow.py
-    checks the median); 200 test images (a stratified subset), 50 OOD patches."""
-    tiny = copy.deepcopy(repo_config()["experiments"]["default"])
-    tiny["data"].update(test_limit=200, ood_options={"n": 50, "size": 28, "channels": 1})
-    tiny["recipe"].update(epochs=2, batch_size=32, lr=0.03, momentum=0.9, milestones=[])
-    tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size, min_accuracy=0.0)
-    # every network kept; callers that want the plateau check set their own
+    """The smoke experiment with ``n_samples`` target networks in shards of ``shard_size``,
+    and only the target posterior: callers that want the plateau check, the MMD check, the
+    methods, the alignment analyses or the HMC reference set their own, tiny, sections."""
+    tiny = smoke_experiment()
+    tiny["posterior"].update(n_samples=n_samples, shard_size=shard_size)
     tiny["posterior"].pop("plateau_seeds", None)
-    tiny["posterior"].pop("max_below_median", None)
-    # callers that want the MMD check, the methods, the alignment analyses or the HMC
-    # reference set their own, tiny, sections
     for section in ("mmd", "methods", "alignment", "reference"):
         tiny.pop(section, None)
     return tiny
@@ -204,26 +206,14 @@ def workflow_config(experiments, analyses=None, **top):
     }
 
 
-# Each method's settings cut down to seconds; a method not listed here (a new one) runs with
-# its defaults in the tests that iterate over the registered methods.
-TINY_SETTINGS = {
-    "dropout": {"rate": 0.2},
-    "bnn": {"elbo_samples": 1},
-    "sghmc": {"burn_in_epochs": 0, "sample_every_epochs": 0.5},
-    "swag": {"epochs": 1, "snapshots": 2, "rank": 1},
-    "laplace": {"prior_precision": 1.0},
-    "de": {},
-}
-# The sampling cut down to seconds: 2 samples per unit, 2 modes, 2 multi-mode replicates of
-# one mode each, a pool of 4 networks (2 Deep Ensemble replicates of 2 members).
-TINY_SAMPLING = {
-    "n_samples": 2,
-    "modes": 2,
-    "replicates": 2,
-    "modes_per_replicate": 1,
-    "pool": 4,
-    "first_seed": 1000,
-}
+# Each method's settings cut down to seconds (the smoke experiment's); a method not listed
+# there (a new one) runs with its defaults in the tests that iterate over the registered methods.
+SMOKE_METHODS = smoke_experiment()["methods"]
+TINY_SETTINGS = {name: SMOKE_METHODS[name] for name in METHOD_NAMES if name in SMOKE_METHODS}
+# The sampling cut down to seconds (the smoke experiment's): 2 samples per unit, 2 modes, 2
+# multi-mode replicates of one mode each, a pool of 4 networks (2 Deep Ensemble replicates of 2
+# members).
+TINY_SAMPLING = {key: value for key, value in SMOKE_METHODS.items() if key not in METHOD_NAMES}
 # Every registered method, cut down to seconds
 TINY_METHODS = {**TINY_SAMPLING, **{name: TINY_SETTINGS.get(name, {}) for name in METHOD_NAMES}}
 # The rules a setting read only when drawing reruns (its method's samples and what follows)
@@ -231,15 +221,22 @@ REDRAWN = {"sample", "canonicalize_samples", "predict", "metrics", "mmd_method",
 
 
 def tiny_workflow_config(methods=True):
-    """Every rule of the workflow at toy size; with methods=False only the target posterior."""
-    tiny = tiny_experiment(n_samples=4)
-    tiny["mmd"] = {"de_members": 2, "pvalue": False, "seed": 0}
-    tiny["posterior"]["plateau_seeds"] = 2
+    """Every rule of the workflow at toy size: the smoke experiment (named tiny) with every
+    registered method, and the tiny analyses; with methods=False only the target posterior
+    (its plateau check and MMD check), no analysis."""
+    tiny = smoke_experiment()
     if not methods:
+        for section in ("methods", "alignment"):
+            tiny.pop(section)
         return workflow_config({"tiny": tiny})
     tiny["methods"] = TINY_METHODS
-    tiny["alignment"] = {"points": 3, "splits": ["test"], "max_sweeps": 5}
     return workflow_config({"tiny": tiny}, TINY_ANALYSES)
+
+
+def smoke_workflow_config():
+    """config.yaml as `make smoke` runs it (`run: [smoke]`), with the tiny analyses, which
+    `make smoke` leaves out (they are experiment-independent: config.yaml's are full-size)."""
+    return {**repo_config(), "run": ["smoke"], "analyses": TINY_ANALYSES}
 
 
 def snakemake_argv(workdir, args, snakefile=None):

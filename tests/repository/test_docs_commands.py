@@ -261,6 +261,7 @@ def test_result_commands_are_few_and_known():
 RUN_ELSEWHERE = {
     "run": "hours of training: tests/workflow/test_workflow.py runs the workflow on a tiny config, "
     "and resumes a killed run on a terminal",
+    "smoke": "tests/workflow/test_workflow.py runs it for its tiny workflow run",
     "test": "the whole suite, which this test is part of",
     "test-fast": "the unit tests, which this test is part of",
     "install": "builds .venv with torch (minutes, network): a fresh machine's `make test` runs it",

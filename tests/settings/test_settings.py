@@ -324,7 +324,8 @@ def test_config_command_checks_and_prints_the_schema(capsys, tmp_path):
     from symbnn.cli import main
 
     assert main(["config", "check", str(REPO / "config.yaml")]) == 0
-    assert "OK (7 experiments" in capsys.readouterr().out
+    shipped = yaml.safe_load((REPO / "config.yaml").read_text())["experiments"]
+    assert f"OK ({len(shipped)} experiments, run: default)" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("run: [x]\nexperiments: {}\n")
     assert main(["config", "check", str(bad)]) == 1
