@@ -26,6 +26,7 @@ def network_accuracies(store_path: str | os.PathLike) -> pl.DataFrame:
     """One row per network of a store: ``row``, ``seed``, ``test_accuracy`` (NaN when the
     store has none, e.g. imported networks) and ``flagged`` (the store's own converged flags,
     else true)."""
+    # local: keeps zarr out of importing symbnn.acceptance
     from symbnn.store import open_store
 
     store = open_store(store_path)

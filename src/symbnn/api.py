@@ -29,7 +29,22 @@ from typing import Any
 import torch
 from torch import nn
 
+from symbnn import trust
+from symbnn.models import build_model
 from symbnn.settings import Alignment
+from symbnn.symmetry.canonical import canonicalize as canonical_form
+from symbnn.symmetry.counting import count_symmetries as rows_of
+from symbnn.symmetry.counting import total_symmetries
+from symbnn.symmetry.derive import symmetry_of as derive
+from symbnn.symmetry.minmass import min_mass as lightest
+from symbnn.symmetry.operators import (
+    apply_permutations,
+    apply_scales,
+    random_output_shifts,
+    random_permutations,
+    random_scales,
+    shift_output,
+)
 from symbnn.symmetry.structure import Symmetry
 
 __all__ = [
@@ -62,14 +77,9 @@ def symmetry_of(model: nn.Module | dict[str, Any] | Symmetry, example_input=None
     derivation could not prove a symmetry and left it out (an unknown module, a SiLU that
     stops scaling, ...). See `symbnn.symmetry.derive` for the rules.
     """
-    from symbnn.symmetry.derive import symmetry_of as derive
-
     if isinstance(model, Symmetry):
         return model
     if _is_spec(model):
-        from symbnn import trust
-        from symbnn.models import build_model
-
         if trust.is_import_path(model["name"]):  # named here, in the caller's code
             trust.trust_model(model["name"])
         return derive(build_model(model), example_input, architecture=dict(model))
@@ -138,10 +148,8 @@ def canonicalize(net: Net, symmetry: SymmetryLike = None, *, example_input=None,
     structure's group names), ``softmax_shift`` (the constant added to the output bias) and
     ``softmax_weight_shift`` (the vector added to every row of the output weight).
     """
-    from symbnn.symmetry.canonical import canonicalize as engine
-
     state, sym = _resolve(net, symmetry, example_input)
-    result = engine(state, sym, **options)
+    result = canonical_form(state, sym, **options)
     result.state = _like(result.state, state)
     return result
 
@@ -157,10 +165,8 @@ def min_mass(net: Net, symmetry: SymmetryLike = None, *, example_input=None, **o
     the optimal ``scales``, the balance ``residual``, ``solver_converged``, and ``state``,
     the min-mass network(s) as a state dict.
     """
-    from symbnn.symmetry.minmass import min_mass as engine
-
     state, sym = _resolve(net, symmetry, example_input)
-    result = engine(state, sym, **options)
+    result = lightest(state, sym, **options)
     if result.state is not None:
         result.state = _like(result.state, state)
     return result
@@ -178,9 +184,6 @@ def count_symmetries(
 
     ``net`` may also be a `Symmetry` (or a model spec): nothing else is needed to count.
     """
-    from symbnn.symmetry.counting import count_symmetries as rows_of
-    from symbnn.symmetry.counting import total_symmetries
-
     if isinstance(net, Symmetry) or _is_spec(net):
         sym = symmetry_of(net, example_input)
     else:
@@ -211,6 +214,7 @@ def align(
     permutations and the objective before and after). Only permutations are used: scales are
     left as they are (canonicalize or min-mass first to remove them).
     """
+    # local: keeps scipy out of importing symbnn.api
     from symbnn.alignment.matching import align_state
 
     if symmetry is None:
@@ -246,15 +250,6 @@ def random_symmetry(
     with ``return_transform=True``, transform = {"perms", "scales", "shift",
     "weight_shift"} (the last two None where the structure has no such tensor).
     """
-    from symbnn.symmetry.operators import (
-        apply_permutations,
-        apply_scales,
-        random_output_shifts,
-        random_permutations,
-        random_scales,
-        shift_output,
-    )
-
     state, sym = _resolve(net, symmetry, example_input)
     template = state
     if generator is None:

@@ -27,6 +27,7 @@ from pathlib import Path
 import symbnn
 import symbnn.commands
 from symbnn import store, trust
+from symbnn.config_code import load_checked_config
 from symbnn.memory import options_as_flags
 from symbnn.runlog import EXIT_FAILURE, expected_error, from_user_code
 
@@ -111,8 +112,6 @@ def trust_named_models(paths: list[str]) -> None:
 
 
 def _load_config_here() -> None:
-    from symbnn.config_code import load_checked_config
-
     load_checked_config(CONFIG)  # trusts the models it names once they pass its checks
 
 

@@ -22,6 +22,8 @@ import sys
 from typing import Any
 
 from symbnn.child_process import ask_child
+from symbnn.runlog import log_to
+from symbnn.settings import Data
 from symbnn.trust import is_import_path
 
 
@@ -52,6 +54,7 @@ def of_data(data: Any, root: str | os.PathLike) -> str | None:
 def digest(data: Any, root: str | os.PathLike) -> str:
     """The sha256 of what the user's loaders return (this process: torch and the loaders
     are imported here)."""
+    # local: keeps torch out of importing symbnn.fingerprint
     from symbnn.data import load_dataset
 
     sha = hashlib.sha256()
@@ -73,9 +76,6 @@ def digest(data: Any, root: str | os.PathLike) -> str:
 
 def main() -> None:
     """The child: a JSON request {"data": ..., "root": ...} on stdin, the digest on stdout."""
-    from symbnn.runlog import log_to
-    from symbnn.settings import Data
-
     with log_to(None):  # an expected failure: one line on stderr, exit status 1
         request = json.loads(sys.stdin.read())
         print(digest(Data.parse(request["data"], "data"), request["root"]))

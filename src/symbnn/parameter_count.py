@@ -24,6 +24,7 @@ from typing import Any
 from symbnn.atomic import atomic_write
 from symbnn.cachedir import cache_dir
 from symbnn.child_process import ask_child
+from symbnn.runlog import log_to
 from symbnn.trust import is_import_path
 
 CACHE_FILE = "parameter_counts.json"
@@ -74,8 +75,8 @@ def main() -> None:
     """The child: a model spec as JSON on stdin, its parameter count on stdout."""
     import torch
 
+    # local: keeps torch out of importing symbnn.parameter_count
     from symbnn.models import build_model, count_parameters
-    from symbnn.runlog import log_to
 
     with log_to(None), torch.device("meta"):  # an expected failure: one line, exit status 1
         print(count_parameters(build_model(json.loads(sys.stdin.read()))))

@@ -18,6 +18,7 @@ from symbnn.data.experiment import load_in_distribution
 from symbnn.device import resolve_device
 from symbnn.settings import Config, Data, Recipe
 from symbnn.store import Store, StoreError, StoreWriter, open_store
+from symbnn.train import train_seeds
 
 # Attributes that must agree between shards of one posterior.
 SHARED_ATTRS = ("experiment", "architecture", "recipe", "data")
@@ -38,8 +39,6 @@ def train_shard(
 ) -> Store:
     """Train the networks of ``seeds`` (architecture spec ``model``) at once and write them
     as one shard store, with each network's test accuracy and final training loss."""
-    from symbnn.train import train_seeds
-
     train, test = load_in_distribution(data, data_root, download, model)
     result = train_seeds(
         model,

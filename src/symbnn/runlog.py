@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 
 from symbnn.atomic import polars_io_error
+from symbnn.user_code import UserCodeError
 
 # Exit status of every expected failure, on the command line and in a workflow job.
 EXIT_FAILURE = 1
@@ -23,6 +24,7 @@ def expected_error(exc: BaseException) -> str | None:
     Expected: symbnn's own errors (StoreError, ConfigError and MMDInputError are ValueErrors or
     StoreErrors), ValueError, OSError (missing file, full disk, permission), and the I/O errors
     of polars, YAML and Zarr, which name the file or the problem in their message."""
+    # local: keeps zarr out of importing symbnn.runlog
     from symbnn.store import StoreError
 
     if isinstance(exc, OSError):
@@ -130,8 +132,6 @@ def _exit_cleanly(exc: Exception, handle, stderr, path=None) -> None:
 def from_user_code(exc: BaseException) -> bool:
     """Whether the failure is one of code of the user's own (`symbnn.user_code`), here or
     as the cause of the error that tells it (a store's error naming a model that failed)."""
-    from symbnn.user_code import UserCodeError
-
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, UserCodeError):

@@ -22,7 +22,8 @@ import torch
 
 from symbnn.alignment.interpolation import barrier_table, grid, network_curve
 from symbnn.alignment.matching import DenseState, align_state, dense_state
-from symbnn.settings import Alignment, Config
+from symbnn.data.experiment import load_in_distribution
+from symbnn.settings import Alignment, Config, ConfigError, Data
 from symbnn.store import Store, StoreError, StoreWriter, open_store
 from symbnn.symmetry.architectures import unit_groups
 from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, finite_state_dict, iter_state_blocks
@@ -147,8 +148,6 @@ def data_sets(
     download: bool = Config.default("download"),
 ):
     """The experiment's (train, test) data named by the store's ``data`` attribute."""
-    from symbnn.settings import ConfigError, Data
-
     data_cfg = store.attrs.get("data")
     if not isinstance(data_cfg, dict) or "train" not in data_cfg:
         raise StoreError(
@@ -171,8 +170,6 @@ def evaluation_sets(
 ):
     """({split: data} for the barrier's splits, the training set) of an experiment's `data`,
     checked against the ``model`` spec when given."""
-    from symbnn.data.experiment import load_in_distribution
-
     unknown = set(splits) - {"train", "test"}
     if unknown:
         raise ValueError(f"unknown split(s) {sorted(unknown)} (known: train, test)")

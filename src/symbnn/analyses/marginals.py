@@ -28,6 +28,7 @@ import torch
 from symbnn.analyses.stacked_mlp import State, dataset_loss, mlp_spec, train_stacked
 from symbnn.settings import Marginals
 from symbnn.symmetry import apply_scales, canonicalize, unit_groups
+from symbnn.treefile import load_tree, save_tree
 
 STAGES = ("trained", "scaled", "canonical")
 DATASETS = Marginals.choices("dataset")
@@ -162,16 +163,12 @@ def run_marginals(settings: Marginals) -> MarginalResult:
 
 def save_stages(stages: dict[str, State], path) -> None:
     """The networks of each stage, for drawing the figure in a job of its own."""
-    from symbnn.treefile import save_tree
-
     save_tree(stages, path)
 
 
 def drawable_result(stages_path, tests) -> MarginalResult:
     """What `marginals_figure` draws, from the saved stages and the KS tests (the median
     p-value of a layer does not depend on the summary's level)."""
-    from symbnn.treefile import load_tree
-
     stages = load_tree(stages_path)
     return MarginalResult(stages, np.empty(0), tests, ks_summary(tests, 0.05))
 
@@ -197,6 +194,7 @@ def unit_marginals_figure(
     ``units`` units spread over the layer (first to last: after sorting they differ most),
     with the layer's median KS p-value. ``samples_by_stage`` maps stage -> layer -> (units,
     coordinates, networks); ``median_p`` maps (stage, layer) to the median p-value."""
+    # local: keeps matplotlib, polars out of importing symbnn.analyses.marginals
     from symbnn.report.figures import plt, save_figure
 
     stages = list(samples_by_stage)

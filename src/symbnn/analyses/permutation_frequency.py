@@ -312,6 +312,7 @@ def frequency_figure(curve, milestones: Sequence[int], path, title: str = "") ->
     """Mean tau against the step, one panel per key, with the lr schedule as a step line and
     dashed verticals at the milestone steps; a ResNet's per-stage means (`mean_tau`) as thin
     lines beside the mean over all its unit groups."""
+    # local: keeps matplotlib, polars out of importing symbnn.analyses.permutation_frequency
     from symbnn.report.figures import plt, save_figure
 
     keys = list(dict.fromkeys(curve["key"].to_list()))

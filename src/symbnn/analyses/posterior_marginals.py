@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from symbnn.analyses.marginals import pairwise_unit_tests, unit_marginals_figure
+from symbnn.settings import Marginals
 from symbnn.store import Store, open_store
 from symbnn.symmetry import unit_groups
 
@@ -72,8 +73,6 @@ def marginal_summary(tests: pl.DataFrame, alpha: float | None = None) -> pl.Data
     """Per stage and group: tests, median p-value and the share rejected at ``alpha``
     (default: the marginals analysis' level, `symbnn.settings.Marginals`)."""
     if alpha is None:
-        from symbnn.settings import Marginals
-
         alpha = Marginals.default("alpha")
     return tests.group_by("stage", "group", maintain_order=True).agg(
         pl.len().alias("tests"),

@@ -48,7 +48,8 @@ import polars as pl
 import torch
 from torch.nn import functional as F
 
-from symbnn.alignment.interpolation import predictive_accuracy_nll
+from symbnn.alignment import align_gaussian
+from symbnn.alignment.interpolation import gaussian_curve, grid, predictive_accuracy_nll
 from symbnn.analyses import stacked_mlp
 from symbnn.methods.bnn.fit import MeanFieldBNN, gaussian_state, log_normal
 from symbnn.settings import SymmetrizedVi
@@ -270,6 +271,7 @@ def evaluate(
 
 def layerwise_mmd(target: dict[str, torch.Tensor], samples: dict[str, torch.Tensor]) -> float:
     """Parameter-weighted mean over state entries of the median of the twenty MMD^2_u (docs/maths.md, section 5)."""
+    # local: keeps zarr out of importing symbnn.analyses.symmetrized_vi
     from symbnn.mmd import two_sample_mmd
 
     total, weight = 0.0, 0
@@ -344,9 +346,6 @@ def variational_alignment_curves(settings: SymmetrizedVi) -> pl.DataFrame:
     between them as fitted ("none") and after aligning B's means and stds to A's
     ("weight_matching"), at `alignment_points` points with `alignment_samples` draws each:
     the columns of `symbnn.alignment.interpolation.gaussian_curve` plus ``alignment``."""
-    from symbnn.alignment import align_gaussian
-    from symbnn.alignment.interpolation import gaussian_curve, grid
-
     seeds = (settings.seeds[0], settings.seeds[0] + 1)
     points, samples = settings.alignment_points, settings.alignment_samples
     spec = mlp_spec(settings.hidden)

@@ -252,6 +252,7 @@ def canonical(state: State, spec: dict) -> State:
 
 
 def layerwise_mmd(reference: State, samples: State) -> float:
+    # local: keeps scipy out of importing symbnn.analyses.symmetrized_vi_widths
     from symbnn.analyses.symmetrized_vi import layerwise_mmd as mmd
 
     return mmd({k: reference[k] for k in NAMES}, {k: samples[k] for k in NAMES})

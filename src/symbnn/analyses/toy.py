@@ -212,6 +212,7 @@ def toy_figure(result: ToyPosterior, path, bins: int = 120) -> None:
     each form (log colour scale)."""
     from matplotlib.colors import LogNorm
 
+    # local: keeps matplotlib, polars out of importing symbnn.analyses.toy
     from symbnn.report.figures import plt, save_figure
 
     weights = output_weights(result)

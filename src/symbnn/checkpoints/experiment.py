@@ -18,6 +18,7 @@ from symbnn.models import OptuNet, build_model
 from symbnn.settings import Data
 from symbnn.settings.checkpoints import Checkpoints
 from symbnn.store import Store
+from symbnn.train.evaluate import accuracy, unstack
 
 
 def import_posterior(
@@ -76,8 +77,6 @@ def _accuracies_on(test, device: str):
 
 def looped_accuracies(model, stacked: dict[str, torch.Tensor], test, device: str) -> np.ndarray:
     """Each network's accuracy, one network at a time through the module itself."""
-    from symbnn.train.evaluate import accuracy, unstack
-
     n = len(next(iter(stacked.values())))
     out = np.empty(n)
     for row in range(n):

@@ -36,6 +36,7 @@ class NameMap:
         """The entries of the model ``architecture`` (built on torch's meta device)."""
         import torch
 
+        # local: keeps torch out of importing symbnn.checkpoints.mapping
         from symbnn.models import build_model
 
         with torch.device("meta"):

@@ -16,6 +16,7 @@ import types
 import typing
 from typing import Any, Literal
 
+from symbnn.device import resolve_device
 from symbnn.settings.base import ConfigError, Section, parse_value, type_hints
 
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
@@ -70,8 +71,6 @@ def available_device(name: str) -> str:
     """``name`` resolved ("auto" -> cuda or cpu); ValueError naming it when it names a GPU
     that torch cannot see."""
     import torch
-
-    from symbnn.device import resolve_device
 
     resolved = resolve_device(name)
     if resolved.startswith("cuda:"):

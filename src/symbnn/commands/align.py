@@ -3,8 +3,12 @@ permutations (weight matching, `symbnn.alignment`), writing an aligned store."""
 
 from __future__ import annotations
 
+from symbnn.commands import nonnegative_int, setting_option
+from symbnn.settings import Alignment
+
 
 def _run(args) -> int:
+    # local: keeps numba, polars, scipy, torch, zarr out of the command line's start
     from symbnn.alignment.stores import align_store
 
     store = align_store(
@@ -29,9 +33,6 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import nonnegative_int, setting_option
-    from symbnn.settings import Alignment
-
     parser = subparsers.add_parser(
         "align",
         help="align the networks of store B to store A modulo permutations (weight matching)",

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import json
 
+from symbnn.commands import nonnegative_int, setting_option
+from symbnn.settings import Alignment, Config
+
 
 def _run(args) -> int:
+    # local: keeps numba, polars, scipy, torch, zarr out of the command line's start
     from symbnn.alignment.stores import store_barriers
+
+    # local: keeps polars out of the command line's start
     from symbnn.report.tables import to_markdown, write_table
 
     curves, barriers = store_barriers(
@@ -50,9 +56,6 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import nonnegative_int, setting_option
-    from symbnn.settings import Alignment, Config
-
     parser = subparsers.add_parser(
         "barrier", help="loss barrier between two stored networks, without and with alignment"
     )

@@ -9,12 +9,16 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from symbnn.commands import setting_option
+from symbnn.settings import SymmetryRemoval
+
 
 def explain_failure(path: str | os.PathLike, exc: ValueError) -> ValueError:
     """A clearer error for a canonicalisation that failed on weights too large for it: the
     unit norms are float32 sums of squares, which overflow (and then read as non-positive
     scales) once |w| exceeds about sqrt(float32 max / fan-in). Names the array, the sample and
     the largest weight; returns ``exc`` itself when no weight is that large."""
+    # local: keeps zarr out of the command line's start
     from symbnn.store import open_store
 
     store = open_store(path)
@@ -50,6 +54,7 @@ def explained_failures(path: str | os.PathLike) -> Iterator[None]:
 
 
 def _run(args) -> int:
+    # local: keeps numba, torch, zarr out of the command line's start
     from symbnn.symmetry.canonical_store import canonicalize_store
 
     with explained_failures(args.input):
@@ -67,9 +72,6 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import setting_option
-    from symbnn.settings import SymmetryRemoval
-
     parser = subparsers.add_parser(
         "canonicalize",
         help="remove scaling, permutation and softmax symmetries from a store (docs/maths.md, section 2)",

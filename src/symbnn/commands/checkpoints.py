@@ -3,9 +3,15 @@ a weight store (docs/checkpoints.md)."""
 
 from __future__ import annotations
 
+from symbnn.commands import positive_int, setting_option
+from symbnn.settings.checkpoints import Checkpoints
+
 
 def _run(args) -> int:
+    # local: keeps zarr out of the command line's start
     from symbnn.checkpoints import import_checkpoints
+
+    # local: keeps zarr out of the command line's start
     from symbnn.checkpoints.download import download_bundles
 
     source = args.source
@@ -30,9 +36,6 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import positive_int, setting_option
-    from symbnn.settings.checkpoints import Checkpoints
-
     parser = subparsers.add_parser(
         "import-checkpoints",
         help="import the paper's released networks (torch-uncertainty/Checkpoints) into a store",

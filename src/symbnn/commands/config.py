@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 
+from symbnn.config_code import load_checked_config
+from symbnn.settings.schema import config_schema
+
 
 def _check(args) -> int:
     import yaml
-
-    from symbnn.config_code import load_checked_config
 
     config = load_checked_config(args.path)
     if args.resolved:
@@ -23,8 +24,6 @@ def _check(args) -> int:
 
 
 def _schema(args) -> int:
-    from symbnn.settings.schema import config_schema
-
     print(json.dumps(config_schema(), indent=2))
     return 0
 

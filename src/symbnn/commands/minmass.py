@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from symbnn.commands import available_device, device, positive_float, setting_option
+from symbnn.settings import SymmetryRemoval
+
 
 def _run(args) -> int:
-    from symbnn.commands import available_device
+    # local: keeps polars out of the command line's start
     from symbnn.report.tables import write_table
+
+    # local: keeps numba, torch out of the command line's start
     from symbnn.symmetry.minmass import minmass_table
 
     device = None if args.device is None else available_device(args.device)
@@ -27,9 +32,6 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import device, positive_float, setting_option
-    from symbnn.settings import SymmetryRemoval
-
     parser = subparsers.add_parser(
         "minmass",
         help="minimum scaled network mass of every network of a store (docs/maths.md, section 3)",

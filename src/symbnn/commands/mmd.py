@@ -20,6 +20,9 @@ from pathlib import Path
 
 # symbnn.mmd (torch, numba) is imported in the handlers: every `symbnn` call imports this module.
 from symbnn.atomic import atomic_write
+from symbnn.commands import available_device, device_or_auto, positive_float, setting_option
+from symbnn.commands.canonicalize import explained_failures
+from symbnn.settings import Mmd, MmdTest, SymmetryRemoval
 from symbnn.store import open_store
 
 DEFAULT_MAX_MIB = 64  # symbnn.mmd.DEFAULT_MAX_BYTES
@@ -55,6 +58,7 @@ def _rows(spec: str | None, option: str = "rows"):
 def _canonicalizer():
     """`canonicalize_store`, or None where the symmetry package is not available."""
     try:
+        # local: keeps numba, torch out of the command line's start
         from symbnn.symmetry.canonical_store import canonicalize_store
     except ImportError:
         return None
@@ -63,7 +67,7 @@ def _canonicalizer():
 
 def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
     """Paths of canonical versions of both stores, canonicalising where needed."""
-    from symbnn.commands.canonicalize import explained_failures
+    # local: keeps numba, polars, scipy, torch out of the command line's start
     from symbnn.mmd.layerwise import CANONICAL_KIND, store_kind
 
     paths = []
@@ -89,8 +93,10 @@ def _canonical_inputs(args, scratch: list[Path]) -> tuple[str, str]:
 
 
 def _run(args) -> int:
-    from symbnn.commands import available_device
+    # local: keeps numba, polars, scipy, torch out of the command line's start
     from symbnn.mmd import AggTestConfig, default_layers, layerwise_mmd
+
+    # local: keeps numba, polars, scipy, torch out of the command line's start
     from symbnn.mmd.layerwise import check_distinct
 
     config = AggTestConfig(alpha=args.alpha, b1=args.b1, b2=args.b2, b3=args.b3)
@@ -137,9 +143,6 @@ def _run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import device_or_auto, positive_float, setting_option
-    from symbnn.settings import Mmd, MmdTest, SymmetryRemoval
-
     parser = subparsers.add_parser(
         "mmd",
         help="layer-wise MMD between a target store and a method's sample store",

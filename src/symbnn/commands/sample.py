@@ -7,6 +7,12 @@ from pathlib import Path
 
 import yaml
 
+from symbnn.commands import setting_option
+from symbnn.config_code import check_imports
+from symbnn.device import resolve_device
+from symbnn.methods.registry import METHOD_NAMES, check_variant
+from symbnn.settings import Config, Methods, config_from_mapping, load_config
+
 
 def _parse_override(text: str) -> tuple[str, object]:
     if "=" not in text:
@@ -21,8 +27,6 @@ def _parse_override(text: str) -> tuple[str, object]:
 
 def _configured(args):
     """The config file's settings with the command line's changes, checked again."""
-    from symbnn.settings import config_from_mapping, load_config
-
     data = load_config(args.config).to_dict()  # the code it names is checked by _run
     if args.experiment not in data["experiments"]:
         raise ValueError(
@@ -32,14 +36,11 @@ def _configured(args):
     methods = data["experiments"][args.experiment]["methods"]
     if methods is None:
         raise ValueError(f"{args.config}: experiments.{args.experiment} has no `methods` section")
-    if args.method not in methods:
-        from symbnn.methods.registry import METHOD_NAMES
-
-        if args.method not in METHOD_NAMES:
-            raise ValueError(
-                f"METHOD {args.method!r}: neither a shipped method ({', '.join(METHOD_NAMES)}) "
-                f"nor one that experiments.{args.experiment}.methods names by import path"
-            )
+    if args.method not in methods and args.method not in METHOD_NAMES:
+        raise ValueError(
+            f"METHOD {args.method!r}: neither a shipped method ({', '.join(METHOD_NAMES)}) "
+            f"nor one that experiments.{args.experiment}.methods names by import path"
+        )
     methods[args.method] = methods.get(args.method) or {}
     changes = []
     for text in args.set or []:
@@ -55,9 +56,10 @@ def _configured(args):
 
 
 def _run(args) -> int:
-    from symbnn.config_code import check_imports
-    from symbnn.methods.registry import check_variant
+    # local: keeps torch, zarr out of the command line's start
     from symbnn.methods.sampling import problem_for, sample_store
+
+    # local: keeps polars, torch, zarr out of the command line's start
     from symbnn.posterior import convergence_table, gather_shards, train_shard
 
     config = _configured(args)
@@ -111,8 +113,10 @@ def _run(args) -> int:
     )
     print(f"wrote {store}")
     if args.predictions:
+        # local: keeps torch out of the command line's start
         from symbnn.data.experiment import load_in_distribution, load_out_of_distribution
-        from symbnn.device import resolve_device
+
+        # local: keeps torch, zarr out of the command line's start
         from symbnn.predictions import open_predictions, write_predictions
 
         _, test = load_in_distribution(
@@ -132,6 +136,7 @@ def _run(args) -> int:
 
 def _check_pool(pool: Path, experiment) -> None:
     """The pool must hold networks of the experiment's architecture."""
+    # local: keeps zarr out of the command line's start
     from symbnn.store import StoreError, open_store
 
     found = open_store(pool).architecture
@@ -143,10 +148,6 @@ def _check_pool(pool: Path, experiment) -> None:
 
 
 def register(subparsers) -> None:
-    from symbnn.commands import setting_option
-    from symbnn.methods.registry import METHOD_NAMES
-    from symbnn.settings import Config, Methods
-
     parser = subparsers.add_parser(
         "sample",
         help="draw one posterior approximation's weight samples for an experiment (docs/maths.md, section 4)",

@@ -8,6 +8,7 @@ from pathlib import Path
 from symbnn.runlog import EXIT_FAILURE
 from symbnn.store import StoreError, open_store, summary
 from symbnn.store.predictions import validate_any
+from symbnn.store.upgrade import find_stores, needs_upgrade, upgrade
 
 
 def _info(args) -> int:
@@ -50,8 +51,6 @@ def _validate(args) -> int:
 
 
 def _upgrade(args) -> int:
-    from symbnn.store.upgrade import find_stores, needs_upgrade, upgrade
-
     paths: list[Path] = []
     current = 0  # stores of a folder already current: nothing to do
     for given in map(Path, args.paths):

@@ -25,6 +25,7 @@ def _configured() -> tuple[str, list[str] | None]:
 
 
 def _summary(args) -> int:
+    # local: keeps polars, scipy out of the command line's start
     from symbnn.report.run_summary import experiments_in, summary_lines
 
     results, run = _configured()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from symbnn.rerun_plan import planned_jobs
+
 
 def _why(args) -> int:
     from snakemake.cli import parse_config
     from snakemake.exceptions import RuleException, WorkflowError
-
-    from symbnn.rerun_plan import planned_jobs
 
     if not args.snakefile.is_file():
         raise ValueError(f"{args.snakefile}: no such Snakefile (run this in the checkout)")

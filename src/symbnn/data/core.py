@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from symbnn.data.limits import stratified_indices
+
 
 class DatasetError(ValueError):
     """A dataset file or folder that is missing parts, damaged or not what it should be; the
@@ -79,8 +81,6 @@ class ImageData:
         """n images, every class in proportion (`symbnn.data.limits`): what train_limit and
         test_limit keep, and what a test or benchmark should take instead of the first n of a
         class-sorted set."""
-        from symbnn.data.limits import stratified_indices
-
         return self.subset(stratified_indices(self.labels, n))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from symbnn.data.core import DatasetError, ImageData
+from symbnn.models import input_requirements
 
 
 class DatasetFileMissing(DatasetError, FileNotFoundError):
@@ -115,8 +116,6 @@ def check_fits_model(
     """``data``'s images (and, with ``classes``, its class count) fit the input (and output) of
     the model ``spec`` describes; else a DatasetError naming the dataset, its image shape and
     what the model takes. ``where`` says which part of the experiment the set is."""
-    from symbnn.models import input_requirements
-
     needs = input_requirements(spec)
     shape = tuple(int(s) for s in data.images.shape[1:])
     problem = needs.mismatch(shape, data.num_classes if classes else None)

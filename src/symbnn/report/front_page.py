@@ -134,7 +134,10 @@ def headline(name: str, results: Path) -> list[str]:
     # this module
     import polars as pl
 
+    # local: keeps polars out of importing symbnn.report.front_page
     from symbnn.report.method_tables import with_units
+
+    # local: keeps polars out of importing symbnn.report.front_page
     from symbnn.report.tables import table_fragment
 
     report = results / name / "report"

@@ -81,6 +81,8 @@ def metrics_row(
     # imported here: they load torch, which the table formatting below (read by the Snakefile
     # for the report's front page) does not need
     from symbnn.metrics import uncertainty_metrics
+
+    # local: keeps zarr out of importing symbnn.report.method_tables
     from symbnn.store.predictions import open_predictions
 
     pred = open_predictions(predictions_path)

@@ -70,6 +70,7 @@ def describe(spec: dict[str, Any]) -> str:
 
 def note(sym) -> str:
     """Why symbnn's count differs from the paper's rule, or what limits it."""
+    # local: keeps numba, torch out of importing symbnn.report.symmetry_counts
     from symbnn.symmetry.counting import feeds_grouped_conv
 
     notes = []
@@ -97,8 +98,13 @@ def counts_row(spec: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
+    # local: keeps torch out of importing symbnn.report.symmetry_counts
     from symbnn.models import build_model, count_parameters, is_import_path
+
+    # local: keeps numba, torch out of importing symbnn.report.symmetry_counts
     from symbnn.symmetry import unit_groups
+
+    # local: keeps numba, torch out of importing symbnn.report.symmetry_counts
     from symbnn.symmetry.counting import (
         count_symmetries,
         paper_log10_permutations,
@@ -159,6 +165,7 @@ def html_sections(table) -> list:
     """The table as the report shows it (`symbnn.report.tables.sections_to_html`): the counts,
     the D.1 measurement (its rows only), and the sentences (uses, what the paper states,
     notes), each led by the architecture."""
+    # local: keeps polars out of importing symbnn.report.symmetry_counts
     from symbnn.report.tables import split_columns
 
     counts = [c for c in table.columns if c not in (*MEASURED, *TEXT_COLUMNS, "architecture")]

@@ -114,6 +114,7 @@ class Store:
             return
         import torch
 
+        # local: keeps torch out of importing symbnn.store.reader
         from symbnn.models import build_model
 
         spec = self.architecture

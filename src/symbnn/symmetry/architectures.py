@@ -13,13 +13,13 @@ from typing import Any
 
 from torch import nn
 
+from symbnn.models import MLP, OptuNet, build_model
+from symbnn.symmetry.derive import symmetry_of
 from symbnn.symmetry.structure import Axis, ScaleGroup, Symmetry, UnitGroup
 
 
 def unit_groups(spec: dict[str, Any] | nn.Module) -> Symmetry:
     """Symmetry structure of a model given by its spec (``{"name": "optunet"}``, ...) or instance."""
-    from symbnn.models import MLP, OptuNet, build_model
-
     model = build_model(spec) if isinstance(spec, dict) else spec
     architecture = dict(spec) if isinstance(spec, dict) else {"name": type(model).__name__}
     shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
@@ -33,7 +33,6 @@ def unit_groups(spec: dict[str, Any] | nn.Module) -> Symmetry:
         return _resnet(model, architecture, shapes)
     # Any other model (one named by import path): its structure is derived from its traced
     # graph, which proves each symmetry it lists and leaves out what it cannot prove.
-    from symbnn.symmetry.derive import symmetry_of
 
     return symmetry_of(model, architecture=architecture)
 

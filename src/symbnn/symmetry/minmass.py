@@ -34,7 +34,7 @@ import torch
 from symbnn.settings import SymmetryRemoval
 from symbnn.symmetry import Symmetry, apply_scales, check_finite, unit_groups
 from symbnn.symmetry.mass import MassProblem, mass_problem
-from symbnn.symmetry.minmass_fast import MAX_SWEEPS
+from symbnn.symmetry.minmass_fast import MAX_SWEEPS, solve_fast
 from symbnn.symmetry.operators import as_stack, unstack
 from symbnn.threads import torch_threads_for
 
@@ -82,10 +82,9 @@ def _solve(
     # tol None: each solver's own default (its stopping rule or acceptance threshold)
     options = solver_options if tol is None else {**solver_options, "tol": tol}
     if solver == "fast":
-        from symbnn.symmetry.minmass_fast import solve_fast
-
         sol = solve_fast(problem, max_sweeps=max_sweeps, **options)
         return sol.s2, sol.iterations, sol.converged, sol.residual, None
+    # local: keeps scipy out of importing symbnn.symmetry.minmass
     from symbnn.symmetry.minmass_cvxpy import solve_cvxpy
 
     sol = solve_cvxpy(problem, **options)
@@ -253,7 +252,10 @@ def minmass_table(
     finite (beyond a flagged degenerate sample's NaNs) is a ValueError naming it."""
     import polars as pl
 
+    # local: keeps zarr out of importing symbnn.symmetry.minmass
     from symbnn.store import open_store
+
+    # local: keeps zarr out of importing symbnn.symmetry.minmass
     from symbnn.symmetry.store_blocks import DEFAULT_BLOCK_BYTES, iter_state_blocks
 
     store = open_store(in_path)

@@ -54,6 +54,7 @@ from typing import Any
 
 from torch import nn
 
+from symbnn.models import example_input as spec_input
 from symbnn.symmetry.derive.assemble import structure
 from symbnn.symmetry.derive.compare import structure_differences
 from symbnn.symmetry.derive.graph import default_input, trace
@@ -76,8 +77,6 @@ def symmetry_of(
     What could not be proven symmetric is listed in the result's ``limits``.
     """
     if example_input is None and architecture is not None:
-        from symbnn.models import example_input as spec_input
-
         example_input = spec_input(architecture, model)
     gm = trace(model, example_input)
     state = model.state_dict(keep_vars=True)

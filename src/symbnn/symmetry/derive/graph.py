@@ -8,6 +8,7 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
+from symbnn.models import MLP, OptuNet
 from symbnn.symmetry.derive.tables import CONV
 
 
@@ -35,8 +36,6 @@ def tensor_inputs(node: fx.Node) -> list[fx.Node]:
 def default_input(model: nn.Module) -> torch.Tensor:
     """A batch of 2 inputs the model probably accepts: the shipped models' own input sizes,
     else 32 x 32 (x 32) maps with the first conv's channels, or the first linear's features."""
-    from symbnn.models import MLP, OptuNet
-
     p = next((p for p in model.parameters() if p.is_floating_point()), None)
     kw = {
         "dtype": p.dtype if p is not None else torch.float32,
