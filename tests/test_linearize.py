@@ -8,10 +8,16 @@ import pytest
 import torch
 from torch.func import functional_call, jacrev
 
-from symbnn.linearize import linearized_logits
+from symbnn.linearize import Linearized
 from symbnn.models import build_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@torch.no_grad()
+def linearized_logits(model, mode, sample, inputs):
+    """f(x; mode) + J(x) (sample - mode) for one batch (the library's `Linearized`)."""
+    return Linearized(model, mode, sample)(inputs)
 
 
 @pytest.fixture

@@ -77,7 +77,7 @@ def test_linearized_predictions_expand_each_sample_at_its_pool_mode(optunet_stor
     """Samples record their mode's pool seed; with `linearize_at` each is predicted through
     the network linearised there: at the mode itself that is the network, away from it the
     first-order expansion (`symbnn.linearize`), not the sampled network."""
-    from symbnn.linearize import linearized_logits
+    from symbnn.linearize import Linearized
     from symbnn.models import build_model
     from symbnn.predictions import open_predictions
     from symbnn.store import StoreError, write_store
@@ -103,7 +103,7 @@ def test_linearized_predictions_expand_each_sample_at_its_pool_mode(optunet_stor
     for k in (1, 2):
         mode = {name: t[rows[k]] for name, t in modes.items()}
         sample = {name: t[k] for name, t in state.items()}
-        expected = torch.softmax(linearized_logits(model, mode, sample, x), 1).numpy()
+        expected = torch.softmax(Linearized(model, mode, sample)(x), 1).detach().numpy()
         np.testing.assert_allclose(lin.read("test")[k], expected, atol=1e-3)
     assert not np.allclose(lin.read("test")[1:], raw.read("test")[1:], atol=1e-3)
     # a sample whose mode is not in the pool names the seed

@@ -65,15 +65,3 @@ class Linearized(nn.Module):
 
         logits, change = jvp(network, (self.at,), (self.direction,))
         return logits + change
-
-
-@torch.no_grad()
-def linearized_logits(
-    model: nn.Module,
-    mode: Mapping[str, torch.Tensor],
-    sample: Mapping[str, torch.Tensor],
-    inputs: torch.Tensor,
-) -> torch.Tensor:
-    """f(x; mode) + J(x) (sample - mode) for one batch `inputs` (`Linearized`); `model`
-    should be in eval mode."""
-    return Linearized(model, mode, sample)(inputs)

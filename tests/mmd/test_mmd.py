@@ -19,7 +19,7 @@ from symbnn.mmd import (
     two_sample_mmd,
 )
 from symbnn.mmd.aggtest import (
-    group_indicators,
+    _indicators,
     mmdagg_test,
     permutation_orders,
     permuted_statistics,
@@ -41,6 +41,12 @@ SMALL_TEST = AggTestConfig(b1=199, b2=199, b3=30)
 
 
 # --- the direct reference: raw samples, one kernel at a time --------------------------------
+
+
+def group_indicators(n, m, n_perms, seed, device):
+    """(n + m, 1 + n_perms) 0/1 matrix: column 0 marks the first n samples (the observed
+    split), column p > 0 the n samples a uniform random permutation puts first."""
+    return _indicators(permutation_orders(n, m, n_perms, seed), n, device)
 
 
 def direct_bandwidths(cross: np.ndarray) -> np.ndarray:

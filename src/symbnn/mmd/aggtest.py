@@ -85,12 +85,6 @@ def permutation_orders(n: int, m: int, n_perms: int, seed: int) -> np.ndarray:
     return orders
 
 
-def group_indicators(n: int, m: int, n_perms: int, seed: int, device: torch.device) -> torch.Tensor:
-    """(n + m, 1 + n_perms) float64 0/1 matrix: column 0 marks the first n samples (the
-    observed split), column p > 0 the n samples a uniform random permutation puts first."""
-    return _indicators(permutation_orders(n, m, n_perms, seed), n, device)
-
-
 def _indicators(orders: np.ndarray, n: int, device: torch.device) -> torch.Tensor:
     a = np.zeros((orders.shape[1], orders.shape[0]))
     a[orders[:, :n], np.arange(orders.shape[0])[:, None]] = 1.0
