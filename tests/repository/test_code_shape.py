@@ -66,8 +66,6 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # fails on an entry no import matches.
 PENDING: frozenset[tuple[str, str]] = frozenset(
     {
-        # function-local, keeps nothing heavy out: to module level in methods/checked.py
-        ("symbnn.methods.checked", "symbnn.models"),
         # function-local, keeps torch and zarr out: needs its reason comment
         ("symbnn.reference.predictive", "symbnn.predictions"),
     }

@@ -17,6 +17,7 @@ import torch
 from symbnn import user_code
 from symbnn.methods.interface import Descriptor
 from symbnn.methods.registry import is_shipped
+from symbnn.models import build_model
 
 
 def label(method: Descriptor) -> str:
@@ -44,8 +45,6 @@ def step(method: Descriptor, name: str, modes: Sequence[int]) -> Iterator[None]:
 def model_layout(model_spec: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Name -> (shape, dtype) of every tensor of the model's state dict, built on the meta
     device (no memory, no random numbers drawn)."""
-    from symbnn.models import build_model
-
     with torch.device("meta"):
         state = build_model(model_spec).state_dict()
     return {name: (tuple(t.shape), t.dtype) for name, t in state.items()}
