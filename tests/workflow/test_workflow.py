@@ -1,5 +1,6 @@
-"""The workflow end to end on a tiny configuration, as `snakemake` subprocesses; a killed run
-resumed on a terminal writes the same bytes as the uninterrupted one."""
+"""The workflow end to end on config.yaml's smoke experiment, run by `make smoke` (and the tiny
+analyses by `snakemake`), as subprocesses; a killed run resumed on a terminal writes the same
+bytes as the uninterrupted one."""
 
 import os
 import re
@@ -14,9 +15,8 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import REDRAWN, SNAKEMAKE, plan_in_process
+from conftest import REDRAWN, SNAKEMAKE, plan_in_process, smoke_workflow_config, user_shell_env
 from conftest import run_snakemake as snakemake
-from conftest import tiny_workflow_config as tiny_config
 from console import ESCAPE, Screen, plugin_environment, run_in_terminal
 from documented_commands import result_commands, run_result_command
 
@@ -29,16 +29,53 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
+# what `make smoke` needs of a checkout besides config.yaml (linked into the test's folder)
+CHECKOUT = (
+    "Snakefile",
+    "rules",
+    "workflow_scripts",
+    "report",
+    "profiles",
+    "envs",
+    "Makefile",
+    "dvc.mk",
+)
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
+    """The smoke run: `make smoke` (config.yaml's smoke experiment, its report and summary) in
+    a folder holding the workflow, with this session's Python and no virtualenv of its own;
+    then a plain run adds the tiny analyses (conftest.TINY_ANALYSES), which `make smoke` leaves
+    out, so that `snakemake` there has nothing left to do."""
     workdir = tmp_path_factory.mktemp("wf")
-    (workdir / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
+    for name in CHECKOUT:
+        (workdir / name).symlink_to(REPO / name)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(smoke_workflow_config(), sort_keys=False))
+    make = ["make", "--no-print-directory", "smoke", f"BIN={Path(sys.executable).parent}"]
+    result = subprocess.run(
+        [*make, "STAMP=", "CORES=2"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=user_shell_env(),
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    assert "Table 1" in result.stdout and "report: results/smoke/report.html" in result.stdout, (
+        result.stdout[-3000:]
+    )
+    assert (workdir / "results" / "smoke" / "report.html").stat().st_size > 0
+    assert not (workdir / "results" / "analyses").exists()  # make smoke runs no analysis
+    # what make smoke built is up to date for a plain run: only the analyses are left to do
+    analyses = re.findall(r"^rule (\w+):", (REPO / "rules" / "analyses.smk").read_text(), re.M)
+    left = {rule for rule, _ in planned_outputs(workdir)}
+    assert left and left <= set(analyses), sorted(left - set(analyses))
     snakemake(workdir)
     return workdir
 
 
 def test_workflow_builds_the_posterior_and_report(finished_run):
-    results = finished_run / "results" / "tiny"
+    results = finished_run / "results" / "smoke"
     store = open_store(results / "posterior" / "target.zarr")
     assert store.n_samples == 4
     assert list(store.info("seed")) == [0, 1, 2, 3]
@@ -46,7 +83,7 @@ def test_workflow_builds_the_posterior_and_report(finished_run):
     converged = pl.read_parquet(results / "posterior" / "converged.parquet")
     assert np.median(converged["test_accuracy"].to_numpy()) >= 0.5, converged
     assert np.median(store.info("test_accuracy")) >= 0.5
-    assert store.attrs["experiment"] == "tiny" and store.attrs["architecture"]["name"] == "optunet"
+    assert store.attrs["experiment"] == "smoke" and store.attrs["architecture"]["name"] == "optunet"
     assert store.validate() == []  # checksummed: fully verified, nothing to note
     summary = pl.read_parquet(results / "mmd" / "deep_ensembles" / "summary.parquet")
     assert summary["n_target"][0] == 2 and summary["n_members"][0] == 2
@@ -76,7 +113,7 @@ def test_workflow_builds_the_posterior_and_report(finished_run):
 
 
 def test_shard_stores_agree_with_the_gathered_store(finished_run):
-    results = finished_run / "results" / "tiny" / "posterior"
+    results = finished_run / "results" / "smoke" / "posterior"
     target = open_store(results / "target.zarr")
     shards = [open_store(results / "shards" / f"{s}.zarr") for s in ("000", "001")]
     for name in target.state_names:
@@ -91,7 +128,7 @@ def test_rerun_has_nothing_to_do(finished_run):
 def test_rerunning_one_shard_keeps_the_others(finished_run, tmp_path):
     workdir = tmp_path / "copy"
     shutil.copytree(finished_run, workdir, symlinks=True)
-    shard_dir = workdir / "results" / "tiny" / "posterior" / "shards"
+    shard_dir = workdir / "results" / "smoke" / "posterior" / "shards"
     before = open_store(shard_dir / "000.zarr").read("conv1.weight")
     snakemake(
         workdir,
@@ -106,7 +143,7 @@ def test_rerunning_one_shard_keeps_the_others(finished_run, tmp_path):
     again = open_store(shard_dir / "001.zarr").read("conv1.weight")
     assert np.array_equal(
         again,
-        open_store(finished_run / "results/tiny/posterior/shards/001.zarr").read("conv1.weight"),
+        open_store(finished_run / "results/smoke/posterior/shards/001.zarr").read("conv1.weight"),
     )
 
 
@@ -135,22 +172,22 @@ def test_killed_run_resumes_on_a_terminal_to_the_same_bytes(finished_run, tmp_pa
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    logs = tmp_path / "results" / "tiny" / "logs" / "train_shard"
+    logs = tmp_path / "results" / "smoke" / "logs" / "train_shard"
     deadline = time.time() + 120
     while not (logs.exists() and any(logs.iterdir())) and time.time() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)  # let the job get into training
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    shards = tmp_path / "results" / "tiny" / "posterior" / "shards"
+    shards = tmp_path / "results" / "smoke" / "posterior" / "shards"
     for shard in ("000", "001"):
         path = shards / f"{shard}.zarr"
         if path.exists():  # a shard that finished before the kill must be complete
             open_store(path).validate()
-    assert not (tmp_path / "results" / "tiny" / "posterior" / "target.zarr").exists()
+    assert not (tmp_path / "results" / "smoke" / "posterior" / "target.zarr").exists()
     snakemake(tmp_path, "--unlock")  # a SIGKILL leaves Snakemake's lock behind
     # the default profile sets rerun-incomplete; the stages after the store are not the point
-    target = "results/tiny/posterior/target.zarr"
+    target = "results/smoke/posterior/target.zarr"
     argv = [*SNAKEMAKE, "--directory", str(tmp_path), "--cores", "2", target]
     status, raw = run_in_terminal(argv, REPO, plugin_environment())
     assert status == 0, raw[-5000:]
@@ -165,7 +202,7 @@ def test_killed_run_resumes_on_a_terminal_to_the_same_bytes(finished_run, tmp_pa
     store.validate()
     assert store.n_samples == 4
     resumed = result_files(tmp_path)
-    for store in (target, "results/tiny/posterior/shards/001.zarr"):
+    for store in (target, "results/smoke/posterior/shards/001.zarr"):
         assert Path(store, "zarr.json") in resumed, resumed
     differ = [
         path
@@ -178,9 +215,9 @@ def test_killed_run_resumes_on_a_terminal_to_the_same_bytes(finished_run, tmp_pa
 
 
 def test_every_method_samples_predicts_and_is_tabulated(finished_run):
-    """Every registered method (tiny_workflow_config turns each on): its samples, predictions,
+    """Every registered method (the smoke experiment turns each on): its samples, predictions,
     MMD and metrics per unit, one fit per mode, its rows of Tables 1 and 2."""
-    results = finished_run / "results" / "tiny"
+    results = finished_run / "results" / "smoke"
     pairs = [(m, v) for m in registry.METHOD_NAMES for v in registry.variants(m)]
     target = open_store(results / "posterior" / "target.zarr")
     for method, variant in pairs:
@@ -246,10 +283,10 @@ ANALYSES_OUTPUTS = [
     "analyses/report/toy_summary.md",
     "analyses/report/marginals.png",
     "analyses/report/marginals_summary.md",
-    "tiny/report/permutation_frequency.png",
-    "tiny/report/permutation_frequency_summary.md",
-    "tiny/report/posterior_marginals.png",
-    "tiny/report/posterior_marginals.md",
+    "smoke/report/permutation_frequency.png",
+    "smoke/report/permutation_frequency_summary.md",
+    "smoke/report/posterior_marginals.png",
+    "smoke/report/posterior_marginals.md",
 ]
 
 
@@ -264,10 +301,10 @@ def test_analyses_build_their_figures_and_tables(finished_run):
     assert "networks trained" in summary and "| 200" in summary
     assert 0 < weights.height <= 200 and (weights["train_loss"] <= 0.3).all()
 
-    tau = pl.read_parquet(results / "tiny/analyses/permutation_frequency.parquet")
+    tau = pl.read_parquet(results / "smoke/analyses/permutation_frequency.parquet")
     assert set(tau["run"].to_list()) == {0, 1} and set(tau["key"].to_list()) == {"max", "first"}
     assert tau["tau"].is_between(-1, 1).all()
-    perms = pl.read_parquet(results / "tiny/analyses/sorting_permutations.parquet")
+    perms = pl.read_parquet(results / "smoke/analyses/sorting_permutations.parquet")
     # one snapshot more than pairs per run, key and group
     assert perms.height == tau.height + 2 * 2 * 3
 
@@ -293,7 +330,7 @@ def test_analyses_build_their_figures_and_tables(finished_run):
         "analyses/logs/marginals.log",
         "analyses/logs/barrier_statistics.log",
         "analyses/logs/symmetrised_vi_widths.log",
-        "tiny/logs/permutation_frequency.log",
+        "smoke/logs/permutation_frequency.log",
     ):
         assert (results / log).exists(), log
 
@@ -301,16 +338,22 @@ def test_analyses_build_their_figures_and_tables(finished_run):
 def test_symmetry_counts_and_the_optunet_marginals(finished_run):
     """Paper D.4 and D.1 (the counts table, the tiny OptuNet's modes measured on its 4
     canonical networks) and the OptuNet panel of Figure 9, as the run wrote them."""
-    report = finished_run / "results" / "tiny" / "report"
+    report = finished_run / "results" / "smoke" / "report"
     table = pl.read_csv(report / "symmetry_counts.csv")
     own = table.row(0, named=True)  # the measured architecture first
-    assert own["used by"] == "experiment tiny" and own["networks measured"] == 4
+    # credited to every experiment of config.yaml with the smoke experiment's network
+    experiments = yaml.safe_load((finished_run / "config.yaml").read_text())["experiments"]
+    model = experiments["smoke"]["model"]
+    sharing = [
+        f"experiment {name}" for name in sorted(experiments) if experiments[name]["model"] == model
+    ]
+    assert own["used by"] == ", ".join(sharing) and own["networks measured"] == 4
     assert own["log10 |G|, paper's rule"] > own["log10 |G|"] == own["log10 modes if Dirac (D.1)"]
     architectures = " ".join(table["architecture"])
     assert "resnet20_frn_silu" in architectures and "stem=imagenet" in architectures
-    modes = pl.read_parquet(finished_run / "results/tiny/symmetry/mode_counts.parquet")
+    modes = pl.read_parquet(finished_run / "results/smoke/symmetry/mode_counts.parquet")
     assert modes["row"].to_list() == [0, 1, 2, 3]
-    ks = pl.read_parquet(finished_run / "results/tiny/marginals/ks_tests.parquet")
+    ks = pl.read_parquet(finished_run / "results/smoke/marginals/ks_tests.parquet")
     assert set(ks["stage"]) == {"stored", "canonical"}
     assert set(ks["group"]) == {"conv1", "conv2", "fc1"}
 
@@ -351,14 +394,14 @@ def test_report_holds_every_table_and_figure(finished_run):
         "symmetrised_vi_widths.html",
         "symmetrised_vi_widths_gaps.html",
     )
-    for path in [results / "tiny" / "report" / n for n in tiny] + [
+    for path in [results / "smoke" / "report" / n for n in tiny] + [
         results / "analyses" / "report" / n for n in shared
     ]:
         assert base64.b64encode(path.read_bytes()).decode() in html, path.name
     assert "System Message" not in html  # no docutils complaint under a caption
     for caption in (
-        "Table 1 of the paper for experiment tiny",
-        "Functional collapse in tiny",
+        "Table 1 of the paper for experiment smoke",
+        "Functional collapse in smoke",
         "7 Further analyses",
         "Frequency of weight permutations",
     ):
@@ -378,11 +421,11 @@ def planned_outputs(workdir):
 
 
 def _set(*path_and_value):
-    """A config edit: set the key at `path` (under the experiment `tiny`) to `value`."""
+    """A config edit: set the key at `path` (under the experiment `smoke`) to `value`."""
     *path, value = path_and_value
 
     def edit(config):
-        node = config["experiments"]["tiny"]
+        node = config["experiments"]["smoke"]
         for key in path[:-1]:
             node = node.setdefault(key, {})
         node[path[-1]] = value
@@ -520,7 +563,7 @@ def test_why_names_the_jobs_of_a_rerun_table_edit_and_the_setting(finished_run, 
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     edit(config)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    (workdir / "results" / "tiny" / "report" / "symmetry_counts.md").unlink()
+    (workdir / "results" / "smoke" / "report" / "symmetry_counts.md").unlink()
 
     *lines, count = why(workdir)
     assert count == f"{len(lines)} job(s) to run"
@@ -530,7 +573,7 @@ def test_why_names_the_jobs_of_a_rerun_table_edit_and_the_setting(finished_run, 
         by_rule.setdefault(rule, []).append(rest)
     assert set(by_rule) == expected | {"symmetry_counts"}, lines
     (counts,) = by_rule["symmetry_counts"]
-    assert counts.endswith(": missing output results/tiny/report/symmetry_counts.md"), counts
+    assert counts.endswith(": missing output results/smoke/report/symmetry_counts.md"), counts
     for rule, rests in by_rule.items():
         if rule not in ("method_tables", "symmetry_counts"):
             # this method's jobs only, every one
@@ -540,7 +583,7 @@ def test_why_names_the_jobs_of_a_rerun_table_edit_and_the_setting(finished_run, 
     for rule in ("fit", "sample"):
         assert all("settings.rate 0.2 -> 0.3" in rest for rest in by_rule[rule]), by_rule[rule]
     assert all(
-        "input rebuilt first: results/tiny/methods/dropout/" in rest
+        "input rebuilt first: results/smoke/methods/dropout/" in rest
         for rest in by_rule["predict"] + by_rule["metrics"]
     )
 
@@ -552,7 +595,7 @@ def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run
     which retry seeds until their own network passes the threshold, refit a block only where
     the new threshold keeps another attempt of one of its modes (their fit files record each
     attempt's accuracy)."""
-    results = finished_run / "results" / "tiny"
+    results = finished_run / "results" / "smoke"
     pool = pl.read_parquet(results / "modes" / "converged.parquet")
     accuracy = pool["test_accuracy"].to_list()
     assert accuracy[0] != accuracy[1], accuracy
@@ -564,7 +607,7 @@ def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run
     for method in ("dropout", "bnn", "sghmc", "swag", "laplace"):
         blocks = [[0, 1]] if registry.descriptor(method).batched_fit else [[0], [1]]
         for block, modes in enumerate(blocks):
-            fit = f"results/tiny/methods/{method}/fits/{block:03d}.safetensors"
+            fit = f"results/smoke/methods/{method}/fits/{block:03d}.safetensors"
             refit = bool(changed & set(modes))
             if method in ("dropout", "bnn") and not refit:
                 tried = [f["attempts"] for f in outline(finished_run / fit)["fits"]]
@@ -572,7 +615,7 @@ def test_an_acceptance_rule_changing_one_mode_refits_that_mode_only(finished_run
                 refit = any(attempts[-1] < threshold for attempts in tried)
             if refit:
                 expected.add(fit)
-    expected.add("results/tiny/methods/de/fits/000.safetensors")  # its members are modes 0..3
+    expected.add("results/smoke/methods/de/fits/000.safetensors")  # its members are modes 0..3
     planned = _plan(finished_run, tmp_path, _set("posterior", "min_accuracy", threshold))
     fits = {path for rule, path in planned if rule == "fit"}
     assert fits == expected, (threshold, accuracy, sorted(fits))
@@ -586,7 +629,7 @@ def test_documented_result_commands_run(finished_run):
     commands = result_commands()
     assert commands
     for command in commands:
-        run_result_command(command, finished_run, "tiny")
+        run_result_command(command, finished_run, "smoke")
 
 
 def test_report_renders_in_a_headless_browser(finished_run, tmp_path):
@@ -608,9 +651,9 @@ def test_report_renders_in_a_headless_browser(finished_run, tmp_path):
     print(f"report screenshots: {tmp_path}")
     text = seen["text"]
     assert (
-        text.index("What was run") < text.index("Headline results") < text.index("Findings, tiny")
+        text.index("What was run") < text.index("Headline results") < text.index("Findings, smoke")
     )
-    assert "Table 1, tiny" in text and "seeds 0..3" in text
+    assert "Table 1, smoke" in text and "seeds 0..3" in text
     names = sorted(seen["categories"])  # the report's menu lists them sorted
     assert [name.split()[0] for name in names] == [str(i) for i in range(1, len(names) + 1)]
     assert len(seen["entries"]) >= 20 and len(list(tmp_path.glob("*.png"))) > len(names)
