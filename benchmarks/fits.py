@@ -37,12 +37,12 @@ import torch
 from machine import Conditions, LoadGate, add_gate_arguments, publish, written
 
 from symbnn.methods import registry
+from symbnn.methods.base import Mode, Problem
 from symbnn.methods.bnn import fit as bnn
 from symbnn.methods.dropout import fit as dropout
+from symbnn.methods.sampling import problem_for
 from symbnn.methods.sghmc import fit as sghmc
 from symbnn.methods.swag import fit as swag
-from symbnn.methods.base import Mode, Problem
-from symbnn.methods.sampling import problem_for
 from symbnn.settings import load_config
 from symbnn.train.seeding import build_seeded_model
 

@@ -28,10 +28,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from symbnn.data.core import ImageData
-from symbnn.methods.swag import fit as symbnn_swag
 from symbnn.methods.base import Mode
 from symbnn.methods.dropout import McDropout
 from symbnn.methods.swag import SwagGaussian
+from symbnn.methods.swag import fit as symbnn_swag
 from symbnn.models import build_model
 from symbnn.train.loop import fit_module, seed_batches
 from symbnn.train.seeding import build_seeded_model

@@ -37,10 +37,10 @@ from peer_measure import (
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from symbnn.methods.sghmc import fit as symbnn_sghmc
 from symbnn.methods.base import Mode, generator
 from symbnn.methods.laplace.fit import fit_mode, image_loader, to_states
 from symbnn.methods.sghmc import SghmcChains
+from symbnn.methods.sghmc import fit as symbnn_sghmc
 from symbnn.models import build_model
 from symbnn.settings import Sghmc
 from symbnn.train.loop import seed_batches

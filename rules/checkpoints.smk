@@ -39,7 +39,7 @@ use rule import_target as import_pool with:
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/import_pool.tsv"
     wildcard_constraints:
-        experiment=names_pattern(imported_experiments(pool=True)),
+        experiment=names_pattern(imported_experiments(for_pool=True)),
     params:
         imported=import_params(pool=True),
     message:

@@ -28,7 +28,7 @@ use rule gather_posterior as gather_pool with:
     benchmark:
         f"{RESULTS}/{{experiment}}/benchmarks/gather_pool.tsv"
     wildcard_constraints:
-        experiment=trained_pattern(pool=True),
+        experiment=trained_pattern(for_pool=True),
     message:
         "Gathering the {wildcards.experiment} pool shards into the pool store"
 

@@ -13,11 +13,11 @@ import torch
 from conftest import assert_same_tree
 
 from symbnn.methods import registry
+from symbnn.methods.base import Mode, Problem, fits_in_batch, retry_seed
 from symbnn.methods.bnn import fit as bnn
 from symbnn.methods.dropout import fit as dropout
 from symbnn.methods.sghmc import fit as sghmc
 from symbnn.methods.swag import fit as swag
-from symbnn.methods.base import Mode, Problem, fits_in_batch, retry_seed
 from symbnn.settings import load_config
 from symbnn.settings.training import Resnet18Model
 from symbnn.train.seeding import build_seeded_model

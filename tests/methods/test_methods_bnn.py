@@ -15,8 +15,8 @@ from scipy import stats
 from scipy.special import logsumexp
 from torch import nn
 
-from symbnn.methods.bnn import fit as bnn
 from symbnn.methods.base import Mode
+from symbnn.methods.bnn import fit as bnn
 from symbnn.settings import Bnn, Recipe
 from symbnn.train.seeding import build_seeded_model
 

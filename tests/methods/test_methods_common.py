@@ -10,8 +10,8 @@ from conftest import TINY_SETTINGS, check_method_contract, repo_config, tiny_exp
 from symbnn.cli import main
 from symbnn.data.core import ImageData
 from symbnn.methods import registry
-from symbnn.methods.de import DeepEnsembleMembers
 from symbnn.methods.base import Mode, Problem
+from symbnn.methods.de import DeepEnsembleMembers
 from symbnn.methods.interface import Descriptor, Method
 from symbnn.methods.pool import select_mode
 from symbnn.methods.registry import Draw, mode_blocks, split_counts

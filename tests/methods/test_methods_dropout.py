@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import assert_sample_contract, sample_with
 
-from symbnn.methods.dropout import fit as dropout
 from symbnn.methods.base import Mode
+from symbnn.methods.dropout import fit as dropout
 from symbnn.models import build_model
 from symbnn.train.batched import train_batched
 from symbnn.train.seeding import build_seeded_model

@@ -13,8 +13,8 @@ from scipy.linalg import solve_discrete_lyapunov
 
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
-from symbnn.methods.sghmc import fit as sghmc
 from symbnn.methods.base import Mode, Problem
+from symbnn.methods.sghmc import fit as sghmc
 from symbnn.settings import Recipe, Sghmc
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -12,8 +12,8 @@ from torch import nn
 
 from symbnn.data import load_dataset
 from symbnn.data.core import ImageData
-from symbnn.methods.swag import fit as swag
 from symbnn.methods.base import Mode, Problem
+from symbnn.methods.swag import fit as swag
 from symbnn.settings import Recipe, Swag
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

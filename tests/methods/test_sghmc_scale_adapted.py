@@ -20,8 +20,8 @@ import torch
 from conftest import assert_sample_contract, repo_config, sample_with
 
 from symbnn.data import load_dataset
-from symbnn.methods.sghmc import fit as sghmc
 from symbnn.methods.base import Mode, Problem
+from symbnn.methods.sghmc import fit as sghmc
 from symbnn.methods.sghmc.dynamics import (
     NOISE_FLOOR,
     GammaHyperprior,

@@ -154,14 +154,14 @@ def alignment_targets(config: Config) -> list[str]:
 # ---- released checkpoints (rules/checkpoints.smk): which experiments import, not train
 
 
-def imported_experiments(config: Config, pool: bool = False) -> list[str]:
+def imported_experiments(config: Config, for_pool: bool = False) -> list[str]:
     """Names of the experiments whose target (or pool) comes from released networks."""
     names = []
     for name, experiment in config.experiments.items():
         checkpoints = experiment.posterior.checkpoints
         if checkpoints is None:
             continue
-        if pool and not (checkpoints.pool and experiment.methods is not None):
+        if for_pool and not (checkpoints.pool and experiment.methods is not None):
             continue
         names.append(name)
     return names
@@ -172,15 +172,15 @@ def names_pattern(names: list[str]) -> str:
     return "|".join(re.escape(name) for name in names) or "(?!)"
 
 
-def imported_pattern(config: Config, pool: bool = False) -> str:
+def imported_pattern(config: Config, for_pool: bool = False) -> str:
     """A wildcard pattern for the experiments whose target (or pool) is imported."""
-    return names_pattern(imported_experiments(config, pool))
+    return names_pattern(imported_experiments(config, for_pool))
 
 
-def trained_pattern(config: Config, pool: bool = False) -> str:
+def trained_pattern(config: Config, for_pool: bool = False) -> str:
     """A wildcard pattern for the experiments whose target (or pool) is trained: every name
     but the imported ones (each followed by '/' in the paths these rules write)."""
-    imported = imported_experiments(config, pool)
+    imported = imported_experiments(config, for_pool)
     if not imported:
         return EXPERIMENT_NAME
     return f"(?!(?:{names_pattern(imported)})/){EXPERIMENT_NAME}"
