@@ -9,6 +9,7 @@
 - `make verify` fails on a missing output and on a dvc.lock it cannot read.
 """
 
+import argparse
 import dataclasses
 import importlib
 import re
@@ -55,7 +56,11 @@ MIRRORED = {
     ("import-checkpoints", "--dtype"): (Checkpoints, "dtype"),
     ("sample", "--n-samples"): (S.Methods, "n_samples"),
     ("sample", "--device"): (S.Config, "device"),
+    ("mmd", "--device"): (S.Config, "device"),
+    ("minmass", "--device"): (S.Config, "device"),
 }
+# options whose default is the command's own, with its reason beside the option
+OWN_DEFAULT = {("minmass", "--device"): "cpu"}
 
 
 def actions():
@@ -82,7 +87,9 @@ def test_options_take_default_bounds_and_choices_from_the_settings(option):
     section, name = MIRRORED[option]
     action = actions()[option]
     field, hint = _setting(section, name)
-    if field.default is not dataclasses.MISSING:
+    if option in OWN_DEFAULT:
+        assert action.default == OWN_DEFAULT[option]
+    elif field.default is not dataclasses.MISSING:
         expected = list(field.default) if isinstance(field.default, tuple) else field.default
         assert action.default == expected
     if typing.get_origin(hint) is tuple:  # a list of choices
@@ -91,7 +98,7 @@ def test_options_take_default_bounds_and_choices_from_the_settings(option):
     if typing.get_origin(hint) is typing.Literal:
         assert tuple(action.choices) == typing.get_args(hint)
         return
-    if hint is str:
+    if hint is str and not field.metadata.get("pattern"):
         assert action.type is None
         return
     assert isinstance(action.type, SettingType)
@@ -105,6 +112,9 @@ def test_options_take_default_bounds_and_choices_from_the_settings(option):
             assert action.type(str(bound)) == bound  # the bound itself is accepted
         with pytest.raises(Exception, match="must"):
             action.type(str(bound + outside))
+    if field.metadata.get("pattern"):  # a string setting checked by its pattern
+        with pytest.raises(argparse.ArgumentTypeError):
+            action.type("not a value of " + name)
 
 
 def test_every_option_built_from_a_setting_is_listed():

@@ -60,17 +60,6 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("planning and commands", ("plan", "jobenv", "rerun_plan", "commands", "cli")),
 )
 
-# Imports in files that the other moves of issue 45 are rewriting (the method folders, the
-# methods' Descriptor into settings/, the HMC reference): (importer, imported) module pairs
-# the checks below skip until those land. Remove an entry once its file is done; the test
-# fails on an entry no import matches.
-PENDING: frozenset[tuple[str, str]] = frozenset(
-    {
-        # function-local, keeps torch and zarr out: needs its reason comment
-        ("symbnn.reference.predictive", "symbnn.predictions"),
-    }
-)
-
 # Third-party packages whose import a function-local import may keep out of its module's.
 HEAVY = frozenset(
     {
@@ -248,7 +237,7 @@ def imports_of(
     for node in every_import(tree) if nodes is None else nodes:
         for candidate in targets_of(name, node):
             module = package_module(candidate)
-            if module and module != name and (name, module) not in PENDING:
+            if module and module != name:
                 targets.add(module)
     return targets
 
@@ -427,16 +416,6 @@ def test_every_module_is_on_one_floor_and_imports_nothing_above_it():
     )
     upward = upward_imports(import_graph(), floor_of())
     assert not upward, "imports from a lower floor to a higher one:\n" + "\n".join(upward)
-
-
-def test_the_pending_exceptions_still_match_an_import():
-    stale = []
-    for importer, imported in sorted(PENDING):
-        nodes = every_import(TREES[importer]) if importer in TREES else []
-        reached = {package_module(c) for node in nodes for c in targets_of(importer, node)}
-        if imported not in reached:
-            stale.append(f"{importer} -> {imported}")
-    assert not stale, f"PENDING names imports that are gone (remove them): {stale}"
 
 
 def test_function_local_imports_keep_a_heavy_package_out_and_say_so():

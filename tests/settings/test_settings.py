@@ -67,7 +67,7 @@ BAD = [
         lambda c: c["experiments"]["default"]["data"].update(train="imagenet"),
         "experiments.default.data.train: must be one of",
     ),
-    (lambda c: c.update(device="tpu"), "device: must be one of auto, cpu, cuda"),
+    (lambda c: c.update(device="tpu"), "device: expected auto, cpu, cuda or cuda:N"),
     (lambda c: c.update(colour="blue"), "colour: unknown key"),
     (lambda c: c.update(run=["nope"]), "run[0]: experiment 'nope' is not defined"),
     (

@@ -11,15 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import re
 import types
 import typing
 from typing import Any, Literal
 
 from symbnn.device import resolve_device
 from symbnn.settings.base import ConfigError, Section, parse_value, type_hints
-
-DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def positive_float(text: str) -> float:
@@ -51,22 +48,6 @@ def nonnegative_int(text: str) -> int:
     return _integer(text, 0)
 
 
-def device(text: str) -> str:
-    """cpu, cuda or cuda:N (whether that GPU exists is checked when the command runs)."""
-    if not DEVICE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device (use cpu, cuda or cuda:N)")
-    return text
-
-
-def device_or_auto(text: str) -> str:
-    """auto (a GPU when one is visible, else the CPU), cpu, cuda or cuda:N."""
-    if text != "auto" and not DEVICE.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a device (use auto, cpu, cuda or cuda:N)"
-        )
-    return text
-
-
 def available_device(name: str) -> str:
     """``name`` resolved ("auto" -> cuda or cpu); ValueError naming it when it names a GPU
     that torch cannot see."""
@@ -88,7 +69,7 @@ class SettingType:
     def __init__(self, section: type[Section], name: str) -> None:
         self.section, self.name = section, name
         self.hint = _without_none(type_hints(section)[name])
-        self.meta = next(f.metadata for f in dataclasses.fields(section) if f.name == name)
+        self.meta = _field(section, name).metadata
         self.__name__ = f"{section.__name__}.{name}"  # argparse's messages name the type so
 
     def __call__(self, text: str) -> Any:
@@ -112,7 +93,7 @@ def setting_option(section: type[Section], name: str, **keywords: Any) -> dict[s
             raise TypeError(f"{section.__name__}.{name}: only lists of choices become options")
     if typing.get_origin(hint) is Literal:
         option["choices"] = typing.get_args(hint)
-    elif hint is not str:
+    elif hint is not str or _field(section, name).metadata.get("pattern"):
         option["type"] = SettingType(section, name)
     try:
         default = section.default(name)
@@ -120,6 +101,10 @@ def setting_option(section: type[Section], name: str, **keywords: Any) -> dict[s
         return {**option, **keywords}
     option["default"] = list(default) if option.get("nargs") else default
     return {**option, **keywords}
+
+
+def _field(section: type[Section], name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(section) if f.name == name)
 
 
 def _without_none(hint: Any) -> Any:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from symbnn.commands import available_device, device, positive_float, setting_option
-from symbnn.settings import SymmetryRemoval
+from symbnn.commands import available_device, positive_float, setting_option
+from symbnn.settings import Config, SymmetryRemoval
 
 
 def _run(args) -> int:
@@ -13,7 +13,7 @@ def _run(args) -> int:
     # local: keeps numba, torch out of the command line's start
     from symbnn.symmetry.minmass import minmass_table
 
-    device = None if args.device is None else available_device(args.device)
+    device = available_device(args.device)
     tolerance = {} if args.tol is None else {"tol": args.tol}
     table = minmass_table(
         args.input,
@@ -55,9 +55,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--device",
-        type=device,
-        default=None,
-        help="torch device for the fast solver: cpu, cuda or cuda:N (default: cpu)",
+        # cpu by default, not the setting's auto: the solver works on one network at a time,
+        # too small a problem to repay a GPU's launch costs
+        **setting_option(Config, "device", default="cpu"),
+        help="where the fast solver computes: auto, cpu, cuda or cuda:N (default: %(default)s)",
     )
     parser.add_argument(
         "--on-degenerate",

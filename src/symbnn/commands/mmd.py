@@ -20,9 +20,9 @@ from pathlib import Path
 
 # symbnn.mmd (torch, numba) is imported in the handlers: every `symbnn` call imports this module.
 from symbnn.atomic import atomic_write
-from symbnn.commands import available_device, device_or_auto, positive_float, setting_option
+from symbnn.commands import available_device, positive_float, setting_option
 from symbnn.commands.canonicalize import explained_failures
-from symbnn.settings import Mmd, MmdTest, SymmetryRemoval
+from symbnn.settings import Config, Mmd, MmdTest, SymmetryRemoval
 from symbnn.store import open_store
 
 DEFAULT_MAX_MIB = 64  # symbnn.mmd.DEFAULT_MAX_BYTES
@@ -193,9 +193,8 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--device",
-        type=device_or_auto,
-        default="auto",
-        help="auto (GPU if present), cpu, cuda, cuda:1, ...",
+        **setting_option(Config, "device"),
+        help="where to compute: auto (GPU if present), cpu, cuda or cuda:N (default: %(default)s)",
     )
     parser.add_argument(
         "--max-mib",

@@ -186,6 +186,6 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--device",
         **setting_option(Config, "device"),
-        help="where to compute (default: %(default)s)",
+        help="where to compute: auto (GPU if present), cpu, cuda or cuda:N (default: %(default)s)",
     )
     parser.set_defaults(handler=_run)

@@ -7,8 +7,3 @@ Every function takes the checked settings (`symbnn.settings.Config`) and plain v
 experiment's name, a method, a block); the rule files (rules/*.smk) hold the rules and the
 thin glue that passes a job's wildcards and checkpoint outputs in. Planning imports no torch:
 what needs it runs in a child process (`measured`)."""
-
-# the settings before the method registry: `symbnn.settings.methods` imports
-# `symbnn.methods.interface`, which imports the settings back (a cycle issue 45 breaks; drop
-# this import with it)
-import symbnn.settings  # noqa: F401

@@ -150,7 +150,8 @@ def predictive_tables(
     """(per-unit, per-chain) tables: the paper's target (its `kept` rows of the `target`
     predictions) and each method's variant ((method, variant, predictions path, each sample's
     unit)) against the `reference` predictions, whose chains `reference_store` names."""
-    from symbnn.predictions import open_predictions
+    # local: keeps zarr out of importing symbnn.reference.predictive
+    from symbnn.store.predictions import open_predictions
 
     hmc = open_predictions(reference)
     reference_mean = mean_predictive(hmc)

@@ -99,7 +99,7 @@ def section_table(name: str, schema: dict[str, Any]) -> list[str]:
         meaning = _cell(field.get("description", ""))
         lines.append(
             f"| `{key}` | {type_text(field)} | {default_text(field)} | "
-            f"{bounds_text(field)} | {meaning} |"
+            f"{_cell(bounds_text(field))} | {meaning} |"
         )
     if schema.get("additionalProperties") not in (False, None):
         lines.append("| (any other key) | | | | passed to the model's or dataset's constructor |")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Literal
 
 from symbnn.settings.analyses import Analyses
 from symbnn.settings.base import ConfigError, Problems, Section, setting
@@ -140,8 +139,10 @@ class Config(Section):
     download: bool = setting(
         False, "let the real dataset loaders download missing files (needs internet)"
     )
-    device: Literal["auto", "cpu", "cuda"] = setting(
-        "auto", "where jobs compute; auto picks CUDA when a GPU is visible"
+    device: str = setting(
+        "auto",
+        "auto, cpu, cuda or cuda:N: where jobs compute (auto: CUDA when a GPU is visible, else the CPU)",
+        pattern=r"auto|cpu|cuda(:\d+)?",
     )
     slurm: Slurm = setting(Slurm(), "Slurm partitions")
     analyses: Analyses = setting(Analyses(), "the paper's further analyses")
