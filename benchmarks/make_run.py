@@ -4,6 +4,7 @@ job time of each rule summed from Snakemake's benchmark files.
 
     python benchmarks/make_run.py                # writes the block `make-run`
     python benchmarks/make_run.py --no-write --keep /tmp/clone
+    python benchmarks/make_run.py --hmc          # then `make run-hmc` on the finished run
 
 The budget is 15 minutes for both parts on 2 idle cores; run it on an otherwise idle machine.
 The install reuses pip's cache where this machine has one (a machine without it downloads
@@ -25,12 +26,14 @@ from paper_size import job_times
 
 BLOCK, SCRIPT = "make-run", "benchmarks/make_run.py"
 BUDGET_MINUTES = 15
+HMC_BUDGET_MINUTES = 20  # `make run-hmc` beyond `make run` (issue 43's budget)
 INTRO = (
     "The `make-run` block times the README's first command in a fresh clone: `make install` "
     "(the virtualenv) and then `make run` (the default workflow, its report and dvc.lock), "
     "and lists the rules with the most job time (summed over their jobs; with 2 cores the "
-    "workflow's wall time is about half the total). Rerun it with "
-    "`python benchmarks/make_run.py`."
+    "workflow's wall time is about half the total); with `--hmc` it then times `make run-hmc` "
+    "on the finished run and lists the jobs it added. Rerun it with "
+    "`python benchmarks/make_run.py --hmc`."
 )
 
 
@@ -53,6 +56,40 @@ def rule_times(results: Path) -> pl.DataFrame:
     )
 
 
+def added_jobs(before: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+    """Per rule: the jobs and job seconds `after` has beyond `before` (what a later target ran)."""
+    joined = after.join(before, on="rule", how="left", suffix="_before").fill_null(0)
+    return (
+        joined.select(
+            "rule",
+            (pl.col("jobs") - pl.col("jobs_before")).alias("jobs"),
+            (pl.col("seconds") - pl.col("seconds_before")).alias("seconds"),
+        )
+        .filter(pl.col("jobs") > 0)
+        .sort("seconds", descending=True)
+    )
+
+
+def rule_rows(rules: pl.DataFrame, top: int) -> list[str]:
+    lines = ["| rule | jobs | job seconds |", "|---|---:|---:|"]
+    for rule, jobs, seconds in rules.head(top).iter_rows():
+        lines.append(f"| `{rule}` | {jobs} | {seconds:.0f} |")
+    return lines
+
+
+def hmc_rows(seconds: float, rules: pl.DataFrame, top: int) -> list[str]:
+    verdict = "within" if seconds <= HMC_BUDGET_MINUTES * 60 else "OVER"
+    return [
+        "",
+        f"Then `make run-hmc` on the finished run (the HMC reference and its comparisons, "
+        f"reusing the run's target, pool and methods): {seconds / 60:.1f} minutes wall "
+        f"({verdict} its {HMC_BUDGET_MINUTES}-minute budget); its job time by rule "
+        f"({rules['jobs'].sum()} jobs, {rules['seconds'].sum():.0f} s in all):",
+        "",
+        *rule_rows(rules, top),
+    ]
+
+
 def table(install: float, workflow: float, rules: pl.DataFrame, top: int) -> str:
     total = install + workflow
     verdict = "within" if total <= BUDGET_MINUTES * 60 else "OVER"
@@ -67,11 +104,8 @@ def table(install: float, workflow: float, rules: pl.DataFrame, top: int) -> str
         f"Job time by rule ({rules['jobs'].sum()} jobs, {rules['seconds'].sum():.0f} s in all; "
         f"the {top} largest):",
         "",
-        "| rule | jobs | job seconds |",
-        "|---|---:|---:|",
+        *rule_rows(rules, top),
     ]
-    for rule, jobs, seconds in rules.head(top).iter_rows():
-        lines.append(f"| `{rule}` | {jobs} | {seconds:.0f} |")
     return "\n".join(lines)
 
 
@@ -79,6 +113,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", type=Path, help="clone here and keep it (default: a temp dir)")
     parser.add_argument("--top", type=int, default=12, help="rules listed")
+    parser.add_argument("--hmc", action="store_true", help="then time `make run-hmc` too")
     parser.add_argument("--no-write", action="store_true", help="print only")
     add_gate_arguments(parser)
     args = parser.parse_args()
@@ -89,7 +124,12 @@ def main() -> int:
         conditions = Conditions()
         install = timed(clone, "install")
         workflow = timed(clone, "run")
-        body = table(install, workflow, rule_times(clone / "results"), args.top)
+        rules = rule_times(clone / "results")
+        body = table(install, workflow, rules, args.top)
+        if args.hmc:
+            hmc = timed(clone, "run-hmc")
+            added = added_jobs(rules, rule_times(clone / "results"))
+            body += "\n" + "\n".join(hmc_rows(hmc, added, args.top))
         body += "\n\n" + conditions.line()
     finally:
         if args.keep is None:
