@@ -5,6 +5,7 @@ job time of each rule summed from Snakemake's benchmark files.
     python benchmarks/make_run.py                # writes the block `make-run`
     python benchmarks/make_run.py --no-write --keep /tmp/clone
     python benchmarks/make_run.py --hmc          # then `make run-hmc` on the finished run
+    python benchmarks/make_run.py --hmc-in CLONE # only `make run-hmc`, in a finished clone
 
 The budget is 15 minutes for both parts on 2 idle cores; run it on an otherwise idle machine.
 The install reuses pip's cache where this machine has one (a machine without it downloads
@@ -25,6 +26,7 @@ from machine import ROOT, Conditions, LoadGate, add_gate_arguments, publish, run
 from paper_size import job_times
 
 BLOCK, SCRIPT = "make-run", "benchmarks/make_run.py"
+HMC_BLOCK = "make-run-hmc"  # --hmc-in: `make run-hmc` alone, in a clone that ran `make run`
 BUDGET_MINUTES = 15
 HMC_BUDGET_MINUTES = 20  # `make run-hmc` beyond `make run` (issue 43's budget)
 INTRO = (
@@ -34,6 +36,11 @@ INTRO = (
     "workflow's wall time is about half the total); with `--hmc` it then times `make run-hmc` "
     "on the finished run and lists the jobs it added. Rerun it with "
     "`python benchmarks/make_run.py --hmc`."
+)
+HMC_INTRO = (
+    "The `make-run-hmc` block times `make run-hmc` alone, in a fresh clone where `make run` "
+    "had finished (for example the one benchmarks/terminal_lines.py --keep leaves), and lists "
+    "the jobs it added. Rerun it with `python benchmarks/make_run.py --hmc-in CLONE`."
 )
 
 
@@ -114,9 +121,14 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="clone here and keep it (default: a temp dir)")
     parser.add_argument("--top", type=int, default=12, help="rules listed")
     parser.add_argument("--hmc", action="store_true", help="then time `make run-hmc` too")
+    parser.add_argument(
+        "--hmc-in", type=Path, help="only time `make run-hmc` in this clone, where make run ended"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     add_gate_arguments(parser)
     args = parser.parse_args()
+    if args.hmc_in:
+        return hmc_alone(args)
     clone = args.keep or Path(tempfile.mkdtemp(prefix="symbnn-make-run-")) / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     try:
@@ -137,6 +149,24 @@ def main() -> int:
     print(body)
     if not args.no_write:
         return written(lambda: publish(BLOCK, SCRIPT, INTRO, body, gate, args.allow_load))
+    return 0
+
+
+def hmc_alone(args: argparse.Namespace) -> int:
+    """`make run-hmc` timed in a clone whose `make run` has finished: the block make-run-hmc."""
+    clone = args.hmc_in.resolve()
+    gate = LoadGate(args.settle)
+    conditions = Conditions()
+    before = rule_times(clone / "results")
+    hmc = timed(clone, "run-hmc")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True
+    ).stdout.strip()
+    rows = hmc_rows(hmc, added_jobs(before, rule_times(clone / "results")), args.top)
+    body = f"In a clone of commit {commit}." + "\n".join(rows) + "\n\n" + conditions.line()
+    print(body)
+    if not args.no_write:
+        return written(lambda: publish(HMC_BLOCK, SCRIPT, HMC_INTRO, body, gate, args.allow_load))
     return 0
 
 
