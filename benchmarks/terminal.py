@@ -5,7 +5,7 @@ screen go to the scrollback, and long lines wrap at the terminal's width, as on 
 terminal. `lines_left` counts what a person scrolling back would see afterwards.
 
 Used by benchmarks/terminal_lines.py (a fresh clone's `make run`) and the tests
-(tests/console.py, tests/workflow/test_terminal_lines.py).
+(tests/console.py; tests/workflow/test_workflow.py checks the smoke run with it).
 """
 
 from __future__ import annotations

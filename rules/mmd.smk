@@ -25,7 +25,7 @@ rule mmd_deep_ensembles:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd_deep_ensembles.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: 2
+    threads: compute("threads")
     resources:
         mem_mb=mmd_mem_mb,
         runtime=120,
@@ -60,7 +60,7 @@ rule mmd_method:
         f"{RESULTS}/{{experiment}}/benchmarks/mmd/{{method}}/{{variant}}.tsv"
     conda:
         "../envs/symbnn.yaml"
-    threads: 2
+    threads: compute("threads")
     resources:
         mem_mb=mmd_mem_mb,
         runtime=120,

@@ -17,7 +17,15 @@ import pytest
 import yaml
 from conftest import REDRAWN, SNAKEMAKE, plan_in_process, smoke_workflow_config, user_shell_env
 from conftest import run_snakemake as snakemake
-from console import ESCAPE, Screen, plugin_environment, run_in_terminal
+from console import (
+    COLUMNS,
+    ESCAPE,
+    Screen,
+    lines_left,
+    plugin_environment,
+    run_in_terminal,
+    wrapped,
+)
 from documented_commands import result_commands, run_result_command
 
 from symbnn.methods import registry
@@ -42,28 +50,38 @@ CHECKOUT = (
 )
 
 
+# `make smoke` with this session's Python (no virtualenv of its own to install), 2 cores
+MAKE_SMOKE = ["make", "--no-print-directory", "smoke", f"BIN={Path(sys.executable).parent}"]
+MAKE_SMOKE += ["STAMP=", "CORES=2"]
+GOAL = 60  # a whole run on a terminal leaves fewer lines than this (issue 44)
+SMOKE_TERMINAL = {}  # what the smoke run left on its terminal, by folder
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """The smoke run: `make smoke` (config.yaml's smoke experiment, its report and summary) in
-    a folder holding the workflow, with this session's Python and no virtualenv of its own;
-    then a plain run adds the tiny analyses (conftest.TINY_ANALYSES), which `make smoke` leaves
-    out, so that `snakemake` there has nothing left to do."""
+    a folder holding the workflow, with this session's Python and no virtualenv of its own, on
+    a pseudo-terminal (as a user starts it; what it leaves there is checked below); then a
+    plain run adds the tiny analyses (conftest.TINY_ANALYSES), which `make smoke` leaves out,
+    so that `snakemake` there has nothing left to do."""
     workdir = tmp_path_factory.mktemp("wf")
     for name in CHECKOUT:
         (workdir / name).symlink_to(REPO / name)
     (workdir / "config.yaml").write_text(yaml.safe_dump(smoke_workflow_config(), sort_keys=False))
-    make = ["make", "--no-print-directory", "smoke", f"BIN={Path(sys.executable).parent}"]
-    result = subprocess.run(
-        [*make, "STAMP=", "CORES=2"],
+    env = {**user_shell_env(), **plugin_environment()}
+    status, raw = run_in_terminal(MAKE_SMOKE, workdir, env, timeout=1800)
+    assert status == 0, ESCAPE.sub("", raw)[-5000:]
+    # the summary as `symbnn summary` prints it again, before later runs add their own logs
+    summary = subprocess.run(
+        [Path(sys.executable).parent / "symbnn", "summary", "--experiment", "smoke"]
+        + ["--report", "results/smoke/report.html"],
         cwd=workdir,
+        env={**env, "COLUMNS": str(COLUMNS)},
         capture_output=True,
         text=True,
-        env=user_shell_env(),
-    )
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    assert "Table 1" in result.stdout and "report: results/smoke/report.html" in result.stdout, (
-        result.stdout[-3000:]
-    )
+        check=True,
+    ).stdout.splitlines()
+    SMOKE_TERMINAL[workdir] = (lines_left(raw), raw, summary)
     assert (workdir / "results" / "smoke" / "report.html").stat().st_size > 0
     assert not (workdir / "results" / "analyses").exists()  # make smoke runs no analysis
     # what make smoke built is up to date for a plain run: only the analyses are left to do
@@ -72,6 +90,28 @@ def finished_run(tmp_path_factory):
     assert left and left <= set(analyses), sorted(left - set(analyses))
     snakemake(workdir)
     return workdir
+
+
+def test_the_smoke_run_leaves_few_lines_ending_with_its_summary(finished_run):
+    """What `make smoke` left on its terminal, as a terminal emulator shows it
+    (benchmarks/terminal.py: pyte; the live view redraws in place): fewer than GOAL lines,
+    the live view gone, a quiet report step (its messages in its log), and the summary last
+    (Table 1, the report's and the log's paths), as `symbnn summary` prints it again
+    afterwards, wrapped at the terminal's width. The whole `make run` of a fresh clone is
+    measured by benchmarks/terminal_lines.py (docs/benchmarks.md, block terminal-lines)."""
+    left, raw, summary = SMOKE_TERMINAL[finished_run]
+    text = "\n".join(left)
+    assert any(re.match(r"\d+ of \d+ jobs done in ", line) for line in left), text
+    assert not any("jobs done, " in line for line in left), text  # the live view went away
+    assert "smoke:" in summary and any("Table 1" in line for line in summary), summary
+    report = "report: results/smoke/report.html (its log: results/smoke/report.log)"
+    assert report in summary, summary
+    expected = wrapped(summary)
+    assert left[-len(expected) :] == expected, text
+    assert left[-1].startswith("Snakemake's log of the last run: "), text
+    assert len(left) < GOAL, text
+    assert "Adding" not in raw and "Loading script code" not in raw  # the report is quiet
+    assert (finished_run / "results" / "smoke" / "report.log").stat().st_size > 0
 
 
 def test_workflow_builds_the_posterior_and_report(finished_run):
