@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -151,6 +152,7 @@ class GateReading:
     load: float
     cores: int
     share: float | None  # None where /proc/stat could not be read
+    no_share: str = "not measured (no /proc/stat)"  # what the figures say where share is None
 
     @property
     def load_limit(self) -> float:
@@ -161,7 +163,7 @@ class GateReading:
         return self.load <= self.load_limit and self.share is not None and self.share < OTHERS_SHARE
 
     def figures(self) -> str:
-        share = "not measured (no /proc/stat)" if self.share is None else f"{self.share:.0%}"
+        share = self.no_share if self.share is None else f"{self.share:.0%}"
         return (
             f"load average {self.load:.2f} at the start (the gate allows {self.load_limit:.2f} "
             f"on {self.cores} cores); other processes' share of the CPU during the run {share} "
@@ -291,3 +293,46 @@ def publish(
     if new != text:
         atomic_write(doc, lambda tmp: tmp.write_text(new))
     return write_block(doc, name, script, body)
+
+
+UNDER_LOAD = "Measured under load: "
+MACHINE_LOAD = re.compile(r"load average (\d+(?:\.\d+)?) at the start")
+MACHINE_CORES = re.compile(r"(\d+) cores")
+
+
+def mark_under_load(name: str, doc: Path = DOC) -> bool:
+    """Give block ``name``, written before the gate existed, the gate's under-load first line
+    where the highest load at the start its own machine lines record is above the gate's
+    limit (the other processes' share was not recorded then); the rest of the block, its
+    commit and its date stay as written. Whether the block is (now) marked."""
+    text = doc.read_text()
+    block = {b.name: b for b in parse_blocks(text, doc)}[name]
+    body = text.splitlines()[block.begin + 1 : block.end]
+    if body and body[0].startswith(UNDER_LOAD):  # an earlier mark, replaced
+        body = body[1:]
+    rest = "\n".join(body).strip("\n")
+    loads = [float(load) for load in MACHINE_LOAD.findall(rest)]
+    cores = MACHINE_CORES.search(rest)
+    if not loads or cores is None:
+        raise ValueError(f"{doc}: block {name!r} has no machine line with its load and cores")
+    reading = GateReading(
+        max(loads),
+        int(cores[1]),
+        None,
+        no_share="not recorded, the block being older than the gate",
+    )
+    if reading.load <= reading.load_limit:
+        return False
+    marked = f"{UNDER_LOAD}{reading.figures()}.\n\n{rest}"
+    write_block(doc, name, block.script, marked, commit=block.commit, date=block.date)
+    return True
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description="Mark blocks of docs/benchmarks.md written "
+        "before the load gate as measured under load."
+    )
+    parser.add_argument("--mark-under-load", nargs="+", metavar="BLOCK", required=True)
+    for block_name in parser.parse_args().mark_under_load:
+        print(block_name, "marked" if mark_under_load(block_name) else "within the gate")

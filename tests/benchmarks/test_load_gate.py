@@ -139,3 +139,32 @@ def test_publish_refuses_before_touching_the_page(tmp_path):
     assert doc.read_text() == "# Benchmarks\n"
     machine.publish("x", "benchmarks/x.py", "The `x` block.", "| a |", gate, True, doc)
     assert "Measured under load: load average 5.00" in doc.read_text()
+
+
+def test_a_block_older_than_the_gate_is_marked_from_its_own_machine_line(tmp_path):
+    """mark_under_load: the gate's first line from the block's highest load at the start; a
+    block within the gate, and the rest of a marked one, stay as written."""
+    from symbnn.docblocks import write_block
+
+    doc = tmp_path / "b.md"
+    line = "AMD, 2 cores; load average {} at the start, 0.50 at the end"
+    write_block(
+        doc,
+        "old",
+        "s.py",
+        f"| a |\n\n{line.format('0.60')}; n = 2: load average 2.38 at the start",
+        commit="abc1234",
+        date="2026-11-26",
+    )
+    write_block(doc, "quiet", "s.py", line.format("0.40"), commit="abc1234", date="2026-11-26")
+    before = doc.read_text()
+    assert machine.mark_under_load("old", doc) is True
+    assert machine.mark_under_load("quiet", doc) is False
+    text = doc.read_text()
+    first = text.splitlines()[1]
+    assert first.startswith("Measured under load: load average 2.38 at the start")
+    assert "allows 1.00 on 2 cores" in first and "not recorded" in first
+    assert "(commit abc1234, 2026-11-26)" in text.splitlines()[0]
+    assert text.replace(first + "\n\n", "") == before  # the rest as written
+    assert machine.mark_under_load("old", doc) is True  # marked again: one first line
+    assert doc.read_text() == text
