@@ -4,8 +4,7 @@ job time of each rule summed from Snakemake's benchmark files.
 
     python benchmarks/make_run.py                # writes the block `make-run`
     python benchmarks/make_run.py --no-write --keep /tmp/clone
-    python benchmarks/make_run.py --hmc          # then `make run-hmc` on the finished run
-    python benchmarks/make_run.py --hmc-in CLONE # only `make run-hmc`, in a finished clone
+    python benchmarks/make_run.py --hmc-in CLONE # `make run-hmc` in a clone that ran make run
 
 The budget is 15 minutes for both parts on 2 idle cores; run it on an otherwise idle machine.
 The install reuses pip's cache where this machine has one (a machine without it downloads
@@ -25,6 +24,8 @@ import polars as pl
 from machine import ROOT, Conditions, LoadGate, add_gate_arguments, publish, run_make, written
 from paper_size import job_times
 
+from symbnn.docblocks import current_commit
+
 BLOCK, SCRIPT = "make-run", "benchmarks/make_run.py"
 HMC_BLOCK = "make-run-hmc"  # --hmc-in: `make run-hmc` alone, in a clone that ran `make run`
 BUDGET_MINUTES = 15
@@ -33,9 +34,8 @@ INTRO = (
     "The `make-run` block times the README's first command in a fresh clone: `make install` "
     "(the virtualenv) and then `make run` (the default workflow, its report and dvc.lock), "
     "and lists the rules with the most job time (summed over their jobs; with 2 cores the "
-    "workflow's wall time is about half the total); with `--hmc` it then times `make run-hmc` "
-    "on the finished run and lists the jobs it added. Rerun it with "
-    "`python benchmarks/make_run.py --hmc`."
+    "workflow's wall time is about half the total). Rerun it with "
+    "`python benchmarks/make_run.py`."
 )
 HMC_INTRO = (
     "The `make-run-hmc` block times `make run-hmc` alone, in a fresh clone where `make run` "
@@ -87,7 +87,6 @@ def rule_rows(rules: pl.DataFrame, top: int) -> list[str]:
 def hmc_rows(seconds: float, rules: pl.DataFrame, top: int) -> list[str]:
     verdict = "within" if seconds <= HMC_BUDGET_MINUTES * 60 else "OVER"
     return [
-        "",
         f"Then `make run-hmc` on the finished run (the HMC reference and its comparisons, "
         f"reusing the run's target, pool and methods): {seconds / 60:.1f} minutes wall "
         f"({verdict} its {HMC_BUDGET_MINUTES}-minute budget); its job time by rule "
@@ -120,7 +119,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", type=Path, help="clone here and keep it (default: a temp dir)")
     parser.add_argument("--top", type=int, default=12, help="rules listed")
-    parser.add_argument("--hmc", action="store_true", help="then time `make run-hmc` too")
     parser.add_argument(
         "--hmc-in", type=Path, help="only time `make run-hmc` in this clone, where make run ended"
     )
@@ -136,12 +134,7 @@ def main() -> int:
         conditions = Conditions()
         install = timed(clone, "install")
         workflow = timed(clone, "run")
-        rules = rule_times(clone / "results")
-        body = table(install, workflow, rules, args.top)
-        if args.hmc:
-            hmc = timed(clone, "run-hmc")
-            added = added_jobs(rules, rule_times(clone / "results"))
-            body += "\n" + "\n".join(hmc_rows(hmc, added, args.top))
+        body = table(install, workflow, rule_times(clone / "results"), args.top)
         body += "\n\n" + conditions.line()
     finally:
         if args.keep is None:
@@ -159,11 +152,10 @@ def hmc_alone(args: argparse.Namespace) -> int:
     conditions = Conditions()
     before = rule_times(clone / "results")
     hmc = timed(clone, "run-hmc")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True
-    ).stdout.strip()
     rows = hmc_rows(hmc, added_jobs(before, rule_times(clone / "results")), args.top)
-    body = f"In a clone of commit {commit}." + "\n".join(rows) + "\n\n" + conditions.line()
+    body = "\n".join(
+        [f"In a clone of commit {current_commit(clone)}.", *rows, "", conditions.line()]
+    )
     print(body)
     if not args.no_write:
         return written(lambda: publish(HMC_BLOCK, SCRIPT, HMC_INTRO, body, gate, args.allow_load))

@@ -14,8 +14,9 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from terminal import COLUMNS, ROWS, lines_left, run_in_terminal, wrapped
+from terminal_lines import GOAL  # a whole run on a terminal leaves fewer lines than this
 
-__all__ = ["COLUMNS", "ROWS", "lines_left", "run_in_terminal", "wrapped"]
+__all__ = ["COLUMNS", "GOAL", "ROWS", "lines_left", "run_in_terminal", "wrapped"]
 
 
 # CSI sequences (cursor moves, erasures, colours), OSC strings, and other two-byte escapes

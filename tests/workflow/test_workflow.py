@@ -20,6 +20,7 @@ from conftest import run_snakemake as snakemake
 from console import (
     COLUMNS,
     ESCAPE,
+    GOAL,
     Screen,
     lines_left,
     plugin_environment,
@@ -53,7 +54,6 @@ CHECKOUT = (
 # `make smoke` with this session's Python (no virtualenv of its own to install), 2 cores
 MAKE_SMOKE = ["make", "--no-print-directory", "smoke", f"BIN={Path(sys.executable).parent}"]
 MAKE_SMOKE += ["STAMP=", "CORES=2"]
-GOAL = 60  # a whole run on a terminal leaves fewer lines than this (issue 44)
 SMOKE_TERMINAL = {}  # what the smoke run left on its terminal, by folder
 
 
